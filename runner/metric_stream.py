@@ -1,0 +1,258 @@
+"""Following a run's `metrics.jsonl` as it grows, and parsing unmodified scripts' stdout.
+
+`MetricStream` remembers its byte offset and hands back only complete lines: a last line without
+its newline waits for it. Lines that do not parse as a JSON object are skipped and counted. A file
+that shrinks (truncated) or is replaced (a new inode at the path) is read again from its start and
+counted as a restart. Decoding is msgspec's newline-delimited decoder over the whole chunk (well
+over a million lines a second); a chunk that fails is split in halves until the failing lines are
+alone, and those go through the stdlib `json`, which accepts the `NaN`/`Infinity` tokens the
+harness writes for non-finite values (msgspec refuses them).
+
+`RegexMetrics` turns lines such as `iter 120: loss 2.31` into the same records through the
+variant's `metrics_regex`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import msgspec
+
+_DECODER = msgspec.json.Decoder()
+_DECODE_ERRORS = (msgspec.DecodeError, ValueError, UnicodeDecodeError, RecursionError)
+DEFAULT_READ_BYTES = 8 * 1024 * 1024
+
+
+def _decode_one_slow(line: bytes) -> Any:
+    """One line through the stdlib: accepts NaN, Infinity, -Infinity (and 1e999 as inf)."""
+    return json.loads(line)
+
+
+def decode_lines(buf: bytes) -> tuple[list[dict], int]:
+    """Decode complete newline-separated JSON lines; returns (objects, garbage line count).
+
+    Blank lines are ignored. A line that is valid JSON but not an object counts as garbage.
+    """
+    out: list[dict] = []
+    raw = bytes(buf)
+    garbage = _decode_range(raw, memoryview(raw), 0, len(raw), out)
+    return out, garbage
+
+
+def _decode_range(raw: bytes, view: memoryview, start: int, end: int, out: list[dict]) -> int:
+    try:
+        items = _DECODER.decode_lines(view[start:end])
+    except _DECODE_ERRORS:
+        return _decode_split(raw, view, start, end, out)
+    garbage = 0
+    for item in items:
+        if type(item) is dict:
+            out.append(item)
+        else:
+            garbage += 1
+    return garbage
+
+
+def _decode_split(raw: bytes, view: memoryview, start: int, end: int, out: list[dict]) -> int:
+    """Bisect a range that failed until each bad line stands alone, then decode it slowly."""
+    half = (start + end) // 2
+    mid = raw.find(b"\n", half, end - 1)
+    if mid < 0:
+        mid = raw.rfind(b"\n", start, half)
+    if mid < 0:
+        # a single line (possibly ending in its newline): the stdlib decides
+        line = raw[start:end].strip()
+        if not line:
+            return 0
+        try:
+            item = _decode_one_slow(line)
+        except _DECODE_ERRORS:
+            return 1
+        if type(item) is dict:
+            out.append(item)
+            return 0
+        return 1
+    return (_decode_range(raw, view, start, mid + 1, out)
+            + _decode_range(raw, view, mid + 1, end, out))
+
+
+def decode_lines_stdlib(buf: bytes) -> tuple[list[dict], int]:
+    """The same job with the stdlib only: the reference the benchmark compares against."""
+    out: list[dict] = []
+    garbage = 0
+    for line in buf.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except _DECODE_ERRORS:
+            garbage += 1
+            continue
+        if type(item) is dict:
+            out.append(item)
+        else:
+            garbage += 1
+    return out, garbage
+
+
+class MetricStream:
+    """An incremental reader of one metrics file (JSON lines, or text through a `RegexMetrics`).
+
+    `poll()` returns the records that became complete since the last call. Counters: `lines`
+    (records returned), `garbage` (lines skipped), `restarts` (truncations and replacements),
+    `offset` (bytes of the current file consumed, including a pending partial line).
+    """
+
+    def __init__(self, path: str | Path, *, regex: "RegexMetrics | None" = None,
+                 start_at_end: bool = False) -> None:
+        self.path = Path(path)
+        self.regex = regex
+        self.lines = 0
+        self.garbage = 0
+        self.restarts = 0
+        self.offset = 0
+        self.behind = False           # True when the last poll stopped before the end of the file
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+        self._pending = b""
+        self._start_at_end = start_at_end
+
+    # -- file handling -------------------------------------------------------------------------
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return False
+        st = os.fstat(fd)
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        self.offset = 0
+        self._pending = b""
+        if self._start_at_end:
+            self._start_at_end = False
+            self.offset = st.st_size
+        return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "MetricStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _replaced(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False               # gone for now: keep reading the open file
+        return (st.st_dev, st.st_ino) != self._ino
+
+    # -- reading -------------------------------------------------------------------------------
+    def poll(self, max_bytes: int = DEFAULT_READ_BYTES) -> list[dict]:
+        """New complete records (at most about `max_bytes` of file read per call)."""
+        if self._fd is None and not self._open():
+            return []
+        size = os.fstat(self._fd).st_size
+        if size < self.offset:          # truncated in place: the writer started over
+            self.restarts += 1
+            self.offset = 0
+            self._pending = b""
+        records = self._read(max_bytes)
+        if not self.behind and self._replaced():
+            # the old file is drained; a new one took its place: follow it from its start
+            self.close()
+            self._pending = b""
+            if self._open():
+                self.restarts += 1
+                records.extend(self._read(max_bytes))
+        return records
+
+    def iter_batches(self, max_bytes: int = DEFAULT_READ_BYTES) -> Iterator[list[dict]]:
+        """Catch up to the current end of the file, one bounded batch at a time."""
+        while True:
+            batch = self.poll(max_bytes)
+            if batch:
+                yield batch
+            if not self.behind:
+                return
+
+    def _read(self, max_bytes: int) -> list[dict]:
+        data = os.pread(self._fd, max_bytes, self.offset)
+        self.behind = len(data) == max_bytes
+        if not data:
+            return []
+        self.offset += len(data)
+        if self._pending:
+            data = self._pending + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._pending = data
+            return []
+        self._pending = data[cut + 1:]
+        complete = data[: cut + 1]
+        if self.regex is not None:
+            out, bad = self.regex.parse_block(complete)
+        else:
+            out, bad = decode_lines(complete)
+        self.lines += len(out)
+        self.garbage += bad
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Unmodified scripts: stdout lines through the variant's metrics_regex
+
+class RegexMetrics:
+    """Named groups of `pattern` become a record: `step` an int, every other group a float.
+
+    Values such as `nan`, `inf`, `-inf`, `NaN` parse as non-finite floats; a trailing `,` or `;`
+    is ignored. A line that does not match yields None (ordinary output, not garbage).
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = re.compile(pattern)
+        self.groups = tuple(self.pattern.groupindex)
+
+    def parse(self, line: str) -> dict | None:
+        m = self.pattern.search(line)
+        if m is None:
+            return None
+        rec: dict[str, Any] = {}
+        for name, text in m.groupdict().items():
+            if text is None:
+                continue
+            value = parse_number(text)
+            if value is None:
+                continue
+            if name == "step":
+                if not math.isfinite(value):
+                    continue
+                rec["step"] = int(value)
+            else:
+                rec[name] = value
+        return rec or None
+
+    def parse_block(self, block: bytes) -> tuple[list[dict], int]:
+        out = []
+        for raw in block.decode("utf-8", "replace").splitlines():
+            rec = self.parse(raw)
+            if rec is not None:
+                out.append(rec)
+        return out, 0
+
+
+def parse_number(text: str) -> float | None:
+    """`2.31`, `nan`, `-inf`, `Infinity`, `1e-3,` as floats; None when it is not a number."""
+    t = text.strip().rstrip(",;:)]}").lstrip("([{")
+    try:
+        return float(t)
+    except ValueError:
+        return None
