@@ -279,8 +279,13 @@ class _Reader:
         names = {v.name for v in variants}
         phases = self.phases(names)
         rules = self.rules(names)
+        bundle = self.bundle()
+        for i, v in enumerate(variants):
+            if v.gpus > bundle.gpus:
+                raise self.fail(f"{v.name!r} needs {v.gpus} GPUs on one host; the {bundle.gpu} bundle has "
+                                f"{bundle.gpus} (two bundles never pool GPUs)", "variant", i, "gpus")
         return Campaign(path=self.path, name=name, question=question, output_dir=output_dir,
-                        bundle=self.bundle(), phases=phases, variants=variants, rules=rules,
+                        bundle=bundle, phases=phases, variants=variants, rules=rules,
                         spend=self.spend(), decision=self.decision(names), raw=self.data)
 
     def table(self, key: str, *, required: bool = False) -> dict:
@@ -439,9 +444,23 @@ class _Reader:
             other = by_name.get(p.with_)
             if other is None or other is p:
                 raise self.fail(f"names phase {p.with_!r}, which is not another declared phase", t, i, "with")
-            if p.uses == "gpu" and other.uses == "gpu":
-                raise self.fail(f"{p.name!r} and {other.name!r} both need the GPUs: two steps on the same "
-                                "GPU run one after the other", t, i, "with")
+            if p.before_window != other.before_window:
+                raise self.fail("preparation before the window cannot overlap a phase inside it", t, i, "with")
+        # `with` chains (A with B with C) share one start: no loop, and at most one GPU phase in a chain
+        gpu_in_chain: dict[str, int] = {}
+        for i, p in enumerate(out):
+            chain, q = [p.name], p
+            while q.with_ is not None:
+                q = by_name[q.with_]
+                if q.name in chain:
+                    raise self.fail("`with` goes round in a loop: " + " -> ".join(chain + [q.name]), t, i, "with")
+                chain.append(q.name)
+            if p.uses == "gpu":
+                j = gpu_in_chain.setdefault(q.name, i)
+                if j != i:
+                    blame = i if p.with_ is not None else j
+                    raise self.fail(f"{out[j].name!r} and {p.name!r} both need the GPUs and overlap through "
+                                    "`with`: two steps on the same GPU run one after the other", t, blame, "with")
         return tuple(out)
 
     def rules(self, variant_names: set[str]) -> tuple[Rule, ...]:

@@ -1,0 +1,109 @@
+"""`campaign init`, `campaign check` and `campaign plan`: before and during the rental, on paper.
+
+None of these touches the runner: they read (or, for init, write) the campaign file only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import sys
+from importlib import resources
+from pathlib import Path
+
+from runner.campaign import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
+from runner.errors import CampaignError
+from runner.plan import fmt_hours, plan_campaign, render_plan, summary_line
+
+TEMPLATE_STARTED_AT = "started_at = 2026-11-29T09:00:00Z"
+
+
+def template_text(name: str | None = None, now: dt.datetime | None = None) -> str:
+    """The commented template, its window starting at the next whole hour (UTC) and, when given,
+    named after the campaign folder."""
+    text = resources.files("runner").joinpath("template.toml").read_text(encoding="utf-8")
+    now = now or dt.datetime.now(dt.timezone.utc)
+    start = (now + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+    text = text.replace(TEMPLATE_STARTED_AT, f"started_at = {start.strftime('%Y-%m-%dT%H:%M:%SZ')}", 1)
+    if name:
+        text = re.sub(r'(?m)^name = "my-campaign"', f"name = {json.dumps(name)}", text, count=1)
+    return text
+
+
+def cmd_init(ns: argparse.Namespace) -> int:
+    folder = Path(ns.dir)
+    target = folder / CAMPAIGN_FILE
+    if folder.exists() and not folder.is_dir():
+        raise CampaignError("exists and is not a folder", file=folder)
+    if target.exists() and not getattr(ns, "force", False):
+        raise CampaignError("already exists: edit it, or pass --force to overwrite it", file=target)
+    name = folder.resolve().name or None
+    text = template_text(name)
+    parse_campaign(text, target.absolute())          # the template must always load cleanly
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{CAMPAIGN_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    print(f"wrote {target}")
+    print(f"next: edit it, then `campaign check {ns.dir}` and `campaign plan {ns.dir}`")
+    return 0
+
+
+def check_summary(c: Campaign) -> list[str]:
+    """What `check` found, in a few lines."""
+    b = c.bundle
+    counts = ", ".join(f"{n} {cat}" for cat in CATEGORIES
+                       if (n := sum(v.category == cat for v in c.variants)))
+    price = f"{b.price_usd:.2f} USD ({'catalog' if b.price_from_catalog else 'price_usd'})"
+    lines = [
+        f"ok: {c.path}",
+        f"campaign  {c.name}: {c.question}",
+        f"bundle    {b.provider} {b.gpu} x{b.gpus} GPU, {b.days} days, {price}",
+        f"window    {b.started_at:%Y-%m-%d %H:%M} -> {b.expires_at:%Y-%m-%d %H:%M} UTC, "
+        f"files off by {b.retrieve_by:%Y-%m-%d %H:%M}",
+        f"variants  {len(c.variants)} ({counts}): {', '.join(v.name for v in c.variants)}",
+        f"phases    {len(c.phases)}: {', '.join(p.name for p in c.phases)}",
+        f"rules     {len(c.rules)}" + (": " + "; ".join(r.describe() for r in c.rules) if c.rules else
+                                       " (no stop rule: nothing will stop a run early)"),
+    ]
+    if c.decision:
+        d = c.decision
+        lines.append(f"decision  {d.metric} {'higher' if d.higher_is_better else 'lower'} is better, "
+                     f"min gain {d.min_gain:g} over {d.control}")
+    else:
+        lines.append("decision  none: the report will draw no conclusion")
+    if c.spend:
+        lines.append(f"spending  {len(c.spend)} line(s), {sum(s.usd for s in c.spend):.2f} USD "
+                     "(kept apart from the rental)")
+    return lines
+
+
+def cmd_check(ns: argparse.Namespace) -> int:
+    campaign = load_campaign(ns.file)
+    for line in check_summary(campaign):
+        print(line)
+    report = plan_campaign(campaign)
+    print(f"plan      {summary_line(report)}")
+    if report.unscheduled:
+        print(f"note      declared but in no phase: {', '.join(report.unscheduled)}")
+    if report.needs_options:
+        print("note      see `campaign plan` for the options")
+    return 0
+
+
+def cmd_plan(ns: argparse.Namespace) -> int:
+    campaign = load_campaign(ns.file)
+    report = plan_campaign(campaign)
+    if getattr(ns, "json", False):
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from rich.console import Console
+    render_plan(report, Console(highlight=False))
+    return 0
+
+
+__all__ = ["cmd_init", "cmd_check", "cmd_plan", "template_text", "check_summary", "fmt_hours"]
