@@ -1,0 +1,88 @@
+"""`campaign init`, `check` and `plan` through the real command, in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers_plan import brief_campaign
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def campaign(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_init_writes_a_template_that_checks_and_refuses_to_overwrite(tmp_path):
+    r = campaign("init", "mine", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    target = tmp_path / "mine" / "campaign.toml"
+    text = target.read_text()
+    assert text.count("#") > 20 and 'name = "mine"' in text       # commented, named for its folder
+
+    r = campaign("check", "mine", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "ok:" in r.stdout and "variants  2" in r.stdout and "rules     4" in r.stdout
+
+    target.write_text(text + "\n# my edits\n")
+    r = campaign("init", "mine", cwd=tmp_path)
+    assert r.returncode == 2 and "--force" in r.stderr
+    assert target.read_text().endswith("# my edits\n")             # nothing lost
+    r = campaign("init", "mine", "--force", cwd=tmp_path)
+    assert r.returncode == 0 and "# my edits" not in target.read_text()
+
+
+def test_init_defaults_to_the_current_folder(tmp_path):
+    r = campaign("init", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert campaign("plan", cwd=tmp_path).returncode == 0
+
+
+def test_check_exits_2_naming_file_line_and_field(tmp_path):
+    assert campaign("init", cwd=tmp_path).returncode == 0
+    path = tmp_path / "campaign.toml"
+    text = path.read_text().replace('category = "essential"', 'category = "vital"', 1)
+    path.write_text(text)
+    line = next(n for n, l in enumerate(text.splitlines(), 1) if 'category = "vital"' in l)
+    r = campaign("check", cwd=tmp_path)
+    assert r.returncode == 2
+    assert f"campaign.toml:{line}:" in r.stderr and "variant[0].category" in r.stderr and "vital" in r.stderr
+    assert r.stdout == ""
+
+
+def test_check_and_plan_without_a_file_exit_2(tmp_path):
+    for cmd in ("check", "plan"):
+        r = campaign(cmd, cwd=tmp_path)
+        assert r.returncode == 2 and "campaign init" in r.stderr
+
+
+def test_plan_json_reproduces_the_brief(tmp_path):
+    brief_campaign(tmp_path / "c", extra_variants=True)
+    r = campaign("plan", "c", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["window_hours"], data["committed_hours"], data["over_hours"], data["fits"]) == (72, 78, 6, False)
+    prices = {o["plan"]: (o["price_usd"], o["fits"]) for o in data["options"]}
+    assert prices["7d"] == (110.0, True) and prices["2x3d"] == (94.28, True)
+    assert prices["reduced"] == (47.14, True)
+
+
+def test_plan_text_of_the_shipped_example_reads_in_80_columns(tmp_path):
+    r = campaign("plan", str(ROOT / "examples" / "rank-ablation"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "38 h committed of 72 h" in r.stdout and "34 h uncommitted" in r.stdout
+    assert "\x1b[" not in r.stdout                                   # no colour codes into a pipe
+
+
+def test_check_of_the_shipped_example(tmp_path):
+    r = campaign("check", str(ROOT / "examples" / "rank-ablation" / "campaign.toml"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "variants  3 (2 essential, 1 exploratory)" in r.stdout
