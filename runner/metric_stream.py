@@ -14,6 +14,8 @@ variant's `metrics_regex`.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import math
 import os
@@ -109,7 +111,7 @@ class MetricStream:
     """
 
     def __init__(self, path: str | Path, *, regex: "RegexMetrics | None" = None,
-                 start_at_end: bool = False) -> None:
+                 start_offset: int = 0) -> None:
         self.path = Path(path)
         self.regex = regex
         self.lines = 0
@@ -120,7 +122,7 @@ class MetricStream:
         self._fd: int | None = None
         self._ino: tuple[int, int] | None = None
         self._pending = b""
-        self._start_at_end = start_at_end
+        self._start_offset = start_offset    # bytes already judged before this reader (a new attempt)
 
     # -- file handling -------------------------------------------------------------------------
     def _open(self) -> bool:
@@ -132,9 +134,9 @@ class MetricStream:
         self._fd, self._ino = fd, (st.st_dev, st.st_ino)
         self.offset = 0
         self._pending = b""
-        if self._start_at_end:
-            self._start_at_end = False
-            self.offset = st.st_size
+        if self._start_offset:
+            self.offset = min(self._start_offset, st.st_size)
+            self._start_offset = 0
         return True
 
     def close(self) -> None:
@@ -205,6 +207,81 @@ class MetricStream:
         self.lines += len(out)
         self.garbage += bad
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Waking up the moment the file grows (Linux inotify through ctypes; None elsewhere)
+
+_IN_MODIFY, _IN_ATTRIB, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x4, 0x80, 0x100
+_IN_DELETE_SELF, _IN_MOVE_SELF = 0x400, 0x800
+
+
+class FileWatch:
+    """A readable fd that becomes ready when `path` is written, created, or replaced.
+
+    Watches the file (writes) and its folder (the file created or renamed into place), so the
+    reader never needs a timer to notice new lines. `open_watch()` returns None where inotify is
+    unavailable: callers then poll.
+    """
+
+    def __init__(self, fd: int, libc: ctypes.CDLL, path: Path) -> None:
+        self._fd = fd
+        self._libc = libc
+        self.path = path
+        self._file_ino: tuple[int, int] | None = None
+        self._add(path.parent, _IN_CREATE | _IN_MOVED_TO)
+        self.rewatch()
+
+    @classmethod
+    def open_watch(cls, path: str | Path) -> "FileWatch | None":
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        if fd < 0:
+            return None
+        try:
+            return cls(fd, libc, Path(path))
+        except OSError:
+            os.close(fd)
+            return None
+
+    def _add(self, path: Path, mask: int) -> bool:
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
+        if wd < 0:
+            err = ctypes.get_errno()
+            if err == errno.ENOENT:
+                return False
+            raise OSError(err, os.strerror(err), str(path))
+        return True
+
+    def rewatch(self) -> None:
+        """Watch the file now at `path` (after it appeared or was replaced)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return
+        ino = (st.st_dev, st.st_ino)
+        if ino != self._file_ino and self._add(self.path, _IN_MODIFY | _IN_ATTRIB | _IN_DELETE_SELF | _IN_MOVE_SELF):
+            self._file_ino = ino
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def drain(self) -> None:
+        """Consume pending events (their details do not matter: the reader re-reads the file)."""
+        try:
+            while os.read(self._fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+        self.rewatch()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 # ---------------------------------------------------------------------------------------------

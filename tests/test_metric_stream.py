@@ -84,10 +84,10 @@ def test_replaced_file_is_followed(tmp_path):
     s.close()
 
 
-def test_start_at_end_skips_what_was_there(tmp_path):
+def test_start_offset_skips_what_an_earlier_attempt_wrote(tmp_path):
     p = tmp_path / "metrics.jsonl"
     append(p, b'{"step": 1}\n')
-    s = MetricStream(p, start_at_end=True)
+    s = MetricStream(p, start_offset=p.stat().st_size)
     assert s.poll() == []
     append(p, b'{"step": 2}\n')
     assert s.poll() == [{"step": 2}]
