@@ -1,0 +1,63 @@
+"""`campaign verify` and `campaign report`: the deliverables checked, and the closing report.
+
+Both read the ledger read-only and refresh the output folder (manifest.toml, RELOAD.md; the report
+also leaves REPORT.md there). Exit 0 when verify finds something approved and no finished run
+failed its checks, 1 otherwise; the report exits 0 whenever it could be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from runner.atomic import write_text_atomic
+from runner.campaign import load_campaign
+from runner.cli import file_arg
+from runner.deliverables import open_ledger, verify_campaign
+from runner.manifest import write_output
+from runner.report import build_report
+
+
+def cmd_verify(ns: argparse.Namespace) -> int:
+    campaign = load_campaign(file_arg(ns))
+    conn = open_ledger(campaign)
+    try:
+        verification = verify_campaign(campaign, conn)
+        manifest = write_output(campaign, verification, conn)
+    finally:
+        if conn is not None:
+            conn.close()
+    if ns.json:
+        print(json.dumps(verification.to_json(), indent=2))
+        return 0 if verification.ok else 1
+    if not verification.checks:
+        print("No runs recorded yet: nothing to verify.")
+    for c in verification.checks:
+        mark = "approved" if c.approved else "NOT approved"
+        extra = f" (re-run of {c.duplicate_of}: counted once)" if c.duplicate_of else ""
+        print(f"{c.run.id:<24} {c.run.state:<9} {mark}{extra}")
+        for p in c.problems:
+            print(f"    - {p}")
+    print(f"\n{len(verification.distinct_approved)} approved deliverable(s); manifest: {manifest}")
+    return 0 if verification.ok else 1
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    campaign = load_campaign(file_arg(ns))
+    conn = open_ledger(campaign)
+    try:
+        report = build_report(campaign, conn)
+        write_output(campaign, report.verification, conn, now=report.generated_at)
+    finally:
+        if conn is not None:
+            conn.close()
+    markdown = report.to_markdown()
+    write_text_atomic(campaign.output_path / "REPORT.md", markdown)
+    if ns.json:
+        print(json.dumps(report.to_json(), indent=2))
+    elif ns.markdown:
+        print(markdown)
+    else:
+        sys.stdout.write(report.to_text())
+    return 0
