@@ -213,6 +213,8 @@ class _Reader:
     def fail(self, msg: str, table: str, index: int | None = None, key: str | None = None) -> CampaignError:
         label = table if index is None else f"{table}[{index}]"
         fieldname = f"{label}.{key}" if key else label
+        if table == "file" and key:        # a top-level table or key: name it alone
+            fieldname = key
         return CampaignError(msg, file=self.path, line=self.lines.line(table, index, key),
                              field=fieldname)
 
@@ -336,6 +338,8 @@ class _Reader:
         started = started.astimezone(dt.timezone.utc)
         catalog_file = self.get(tbl, "catalog", str, t)
         catalog_path = (self.path.parent / catalog_file) if catalog_file else None
+        if catalog_path is not None and not catalog_path.is_file():
+            raise self.fail(f"no catalog file at {catalog_path}", t, None, "catalog")
         catalog = load_catalog(catalog_path)
         offer = catalog.find(provider, gpu)
         if offer is None:
@@ -421,9 +425,11 @@ class _Reader:
             if any(p.name == name for p in out):
                 raise self.fail(f"{name!r} is declared twice", t, i, "name")
             variants = self.str_list(tbl, "variants", t, i) or ()
-            for v in variants:
+            for n, v in enumerate(variants):
                 if v not in variant_names:
                     raise self.fail(f"names variant {v!r}, which is not declared", t, i, "variants")
+                if v in variants[:n]:
+                    raise self.fail(f"names variant {v!r} twice", t, i, "variants")
             hours = self.positive(tbl, "hours", t, i)
             if hours is None and not variants:
                 raise self.fail("a phase needs hours, or variants to run", t, i, "hours")

@@ -45,5 +45,9 @@ class KeyLines:
                 self._lines.setdefault((table, index, k.group(1).strip("\"'")), n)
 
     def line(self, table: str, index: int | None = None, key: str | None = None) -> int | None:
-        """The line of `key` in the `index`-th `[[table]]` (or `[table]`), else of its header."""
-        return self._lines.get((table, index, key)) or self._lines.get((table, index, None))
+        """The line of `key` in the `index`-th `[[table]]` (or `[table]`), else of its header.
+        For table "file" (the top level), a key may also be a table's own header."""
+        found = self._lines.get((table, index, key)) or self._lines.get((table, index, None))
+        if found is None and table == "file" and key:
+            found = self._lines.get((key, None, None)) or self._lines.get((key, 0, None))
+        return found

@@ -152,6 +152,11 @@ def test_toml_syntax_errors_name_the_line(tmp_path):
     ('days = 3\n', 'days = 5\n', "bundle.days", "days = 5"),
     # two phases declared `with` each other that need the same GPU
     ('name = "main runs"\n', 'name = "main runs"\nwith = "setup"\n', "phase[1].with", 'with = "setup"'),
+    ('variants = ["control", "rank16"]\n', 'variants = ["control", "control"]\n', "phase[1].variants",
+     '"control", "control"'),
+    # a misspelt table at the top level, and a catalog file that is not there
+    ('[[rule]]\nkind = "nonfinite"\n', '[[rules]]\nkind = "nonfinite"\n', "rules", "[[rules]]"),
+    ('days = 3\n', 'days = 3\ncatalog = "mine.toml"\n', "bundle.catalog", "mine.toml"),
     # a rule limited to a variant that does not exist
     ('within = "15m"\n', 'within = "15m"\nvariants = ["rank64"]\n', "rule[1].variants", "rank64"),
     # required keys
@@ -210,3 +215,13 @@ def test_durations():
         with pytest.raises(ValueError):
             parse_duration(bad)
     assert format_duration(3725) == "1:02:05" and format_duration(None) == "-"
+
+
+def test_the_shipped_template_loads_cleanly(tmp_path):
+    from importlib import resources
+
+    from runner.campaign import parse_campaign
+    text = resources.files("runner").joinpath("template.toml").read_text(encoding="utf-8")
+    c = parse_campaign(text, tmp_path / "campaign.toml")
+    assert [v.name for v in c.variants] == ["control", "variant"] and c.decision.control == "control"
+    assert text.count("\n#") + text.count("  #") > 20        # it explains itself

@@ -205,3 +205,16 @@ def test_a_variant_needing_more_gpus_than_the_bundle_is_refused(tmp_path):
     with pytest.raises(CampaignError) as err:
         load_campaign(path)
     assert "variant[0].gpus" in str(err.value) and "never pool" in str(err.value)
+
+
+def test_a_user_catalog_prices_the_longer_plans(tmp_path):
+    (tmp_path / "prices.toml").write_text(
+        '[[offer]]\nprovider = "Acme"\ngpu = "A100"\ngpus = 1\ndays = [1, 2, 5]\n'
+        'prices_usd = { "1" = 20.0, "2" = 35.5, "5" = 80.0 }\n')
+    path = write_campaign(tmp_path, bundle={"provider": "Acme", "gpu": "A100", "days": 1, "catalog": "prices.toml"},
+                          variants=[variant("control", 30)], phases=[{"name": "runs", "variants": ["control"]}])
+    report = plan_campaign(load_campaign(path))
+    assert report.campaign.bundle.price_usd == 20.0
+    opts = options_by_plan(report)
+    assert (opts["2d"].price_usd, opts["2d"].fits) == (35.5, True) and "5d" not in opts
+    assert (opts["2x1d"].price_usd, opts["2x1d"].fits) == (40.0, False)
