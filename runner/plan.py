@@ -110,7 +110,7 @@ def two_bundles(campaign: Campaign, sched: Schedule) -> Option:
     b = campaign.bundle
     split = build_schedule(campaign, hosts=2)
     price = round(2 * b.price_usd, 2)
-    source = "catalog price" if b.price_from_catalog else "the price you gave"
+    source = "catalog price" if b.price_from_catalog else "price you gave"
     saved = sched.committed_hours - split.committed_hours
     if saved > 1e-9:
         gain = f"variants split across two hosts: {fmt_hours(sched.committed_hours)} h -> {fmt_hours(split.committed_hours)} h"

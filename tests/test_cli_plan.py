@@ -86,3 +86,26 @@ def test_check_of_the_shipped_example(tmp_path):
     r = campaign("check", str(ROOT / "examples" / "rank-ablation" / "campaign.toml"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "variants  3 (2 essential, 1 exploratory)" in r.stdout
+
+
+def test_every_shipped_example_checks_and_plans(tmp_path):
+    examples = sorted((ROOT / "examples").glob("*/campaign.toml"))
+    assert len(examples) >= 2
+    for path in examples:
+        r = campaign("check", str(path), cwd=tmp_path)
+        assert r.returncode == 0, (path, r.stderr)
+        r = campaign("plan", str(path.parent), "--json", cwd=tmp_path)
+        assert r.returncode == 0, (path, r.stderr)
+        assert "committed_hours" in json.loads(r.stdout)
+
+
+def test_the_b200_example_runs_two_side_by_side_and_shows_the_options(tmp_path):
+    r = campaign("plan", str(ROOT / "examples" / "b200-sweep"), "--json", cwd=tmp_path)
+    data = json.loads(r.stdout)
+    assert data["gpus"] == 2 and data["price_usd"] == 520.0 and not data["fits"]
+    first = {i["name"]: i for i in data["items"] if i["kind"] == "variant"}
+    assert first["control"]["start_hours"] == first["lr-high"]["start_hours"]
+    assert {first["control"]["gpu"], first["lr-high"]["gpu"]} == {0, 1}
+    opts = {o["plan"]: o for o in data["options"]}
+    assert opts["7d"]["price_usd"] is None                       # no invented price
+    assert opts["2x3d"]["price_usd"] == 1040.0

@@ -105,7 +105,7 @@ def test_a_b200_without_a_published_price_never_gets_one_invented(tmp_path):
                           variants=[variant("control", 80)], phases=[{"name": "runs", "variants": ["control"]}])
     opts = options_by_plan(plan_campaign(load_campaign(path)))
     assert opts["7d"].price_usd is None and "no price" in opts["7d"].note
-    assert opts["2x3d"].price_usd == 1000.0 and "the price you gave" in opts["2x3d"].note
+    assert opts["2x3d"].price_usd == 1000.0 and "at the price you gave" in opts["2x3d"].note
     assert "hour" not in " ".join(o.note for o in opts.values()).replace(" h ", " ").replace("hosts", "")
 
 

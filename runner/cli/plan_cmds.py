@@ -61,7 +61,7 @@ def check_summary(c: Campaign) -> list[str]:
     lines = [
         f"ok: {c.path}",
         f"campaign  {c.name}: {c.question}",
-        f"bundle    {b.provider} {b.gpu} x{b.gpus} GPU, {b.days} days, {price}",
+        f"bundle    {b.provider} {b.gpu} ({b.gpus} GPU{'s' if b.gpus > 1 else ''}), {b.days} days, {price}",
         f"window    {b.started_at:%Y-%m-%d %H:%M} -> {b.expires_at:%Y-%m-%d %H:%M} UTC, "
         f"files off by {b.retrieve_by:%Y-%m-%d %H:%M}",
         f"variants  {len(c.variants)} ({counts}): {', '.join(v.name for v in c.variants)}",
