@@ -14,6 +14,7 @@ from typing import Any
 
 from runner.campaign import CATEGORIES, Campaign
 from runner.catalog import load_catalog
+from runner.clock import ClockReading, read_clock
 from runner.schedule import Schedule, build_schedule
 
 TIGHT_FRACTION = 0.10     # under this share of the window to spare, the options are shown too
@@ -42,6 +43,7 @@ class PlanReport:
     schedule: Schedule
     options: tuple[Option, ...]
     unscheduled: tuple[str, ...]   # declared variants that no phase runs
+    clock: ClockReading            # where the window stands at the time of planning
 
     @property
     def tight(self) -> bool:
@@ -64,22 +66,31 @@ class PlanReport:
             "price_usd": b.price_usd, "price_from_catalog": b.price_from_catalog,
             "started_at": _iso(b.started_at), "expires_at": _iso(b.expires_at),
             "retrieve_by": _iso(b.retrieve_by), "unscheduled_variants": list(self.unscheduled),
+            "clock": {"level": self.clock.level, "now_hours": self.now_hours,
+                      "remaining_seconds": self.clock.remaining_seconds},
         }
 
+    @property
+    def now_hours(self) -> float:
+        """Hours since the window opened at the time of planning (negative before it opens)."""
+        return self.campaign.bundle.window_hours - self.clock.remaining_seconds / 3600
 
-def plan_campaign(campaign: Campaign) -> PlanReport:
-    """The schedule of the whole campaign and, when it is over or tight, the options."""
+
+def plan_campaign(campaign: Campaign, now: float | None = None) -> PlanReport:
+    """The schedule of the whole campaign and, when it is over or tight, the options.
+    `now` (epoch seconds, default the current time) only places the reader in the window."""
     sched = build_schedule(campaign)
     in_phases = {n for p in campaign.phases for n in p.variants}
     unscheduled = tuple(v.name for v in campaign.variants if v.name not in in_phases)
-    report = PlanReport(campaign, sched, (), unscheduled)
+    clock = read_clock(campaign.bundle, now)
+    report = PlanReport(campaign, sched, (), unscheduled, clock)
     if not report.needs_options:
         return report
     options = [*longer_plans(campaign, sched), two_bundles(campaign, sched)]
     reduced = reduced_protocol(campaign, sched)
     if reduced is not None:
         options.append(reduced)
-    return PlanReport(campaign, sched, tuple(options), unscheduled)
+    return PlanReport(campaign, sched, tuple(options), unscheduled, clock)
 
 
 def longer_plans(campaign: Campaign, sched: Schedule) -> list[Option]:
@@ -179,6 +190,18 @@ def summary_line(report: PlanReport) -> str:
     return f"{head}: fits, {fmt_hours(s.uncommitted_hours)} h uncommitted ({pct}%{tight})."
 
 
+def where_now(report: PlanReport) -> str:
+    """Where the reader stands in the window, and what the plan has running at that hour."""
+    now, s = report.now_hours, report.schedule
+    if now < 0:
+        return f"the window opens in {fmt_hours(-now)} h"
+    if now >= s.window_hours:
+        return f"the window closed {fmt_hours(now - s.window_hours)} h ago"
+    planned = [i.name for i in s.items if i.kind == "phase" and i.start_hours <= now < i.end_hours]
+    doing = f"; the plan has {', '.join(planned)} now" if planned else ""
+    return f"now: hour {fmt_hours(now)} of {fmt_hours(s.window_hours)} ({report.clock.level}){doing}"
+
+
 def render_plan(report: PlanReport, console) -> None:
     """Print the plan on a Rich console: bundle, schedule table, summary, options."""
     from rich import box
@@ -194,6 +217,8 @@ def render_plan(report: PlanReport, console) -> None:
                   f"{b.days} days, {price}", highlight=False)
     console.print(f"window {_short(b.started_at)} -> {_short(b.expires_at)} UTC, "
                   f"files off by {b.retrieve_by.strftime('%m-%d %H:%M')}", highlight=False)
+
+    console.print(where_now(report), highlight=False)
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
     table.add_column("phase / variant", overflow="fold", ratio=1, min_width=14)

@@ -5,6 +5,7 @@ already refuses two GPU phases in one `with` chain). A phase that runs variants 
 its GPUs on one host, earliest free first, in the phase's order (greedy list scheduling): one GPU
 runs them in a row, a 2-GPU bundle two side by side, two bundles split them across hosts. Human
 preparation `before_window` is laid out before hour 0 and never counted against the window.
+A phase with both `hours` and `variants` lasts as long as the longer of the two.
 
 Nothing here prices anything: `runner.plan` compares schedules against plans and prices.
 """

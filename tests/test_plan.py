@@ -218,3 +218,24 @@ def test_a_user_catalog_prices_the_longer_plans(tmp_path):
     opts = options_by_plan(report)
     assert (opts["2d"].price_usd, opts["2d"].fits) == (35.5, True) and "5d" not in opts
     assert (opts["2x1d"].price_usd, opts["2x1d"].fits) == (40.0, False)
+
+
+def test_the_plan_places_the_reader_in_the_window(tmp_path):
+    from helpers_plan import START
+    from runner.plan import where_now
+    c = load_campaign(brief_campaign(tmp_path))
+    t0 = START.timestamp()
+    before = plan_campaign(c, now=t0 - 3 * 3600)
+    assert before.now_hours == -3 and where_now(before) == "the window opens in 3 h"
+    during = plan_campaign(c, now=t0 + 10 * 3600)
+    assert during.to_json()["clock"]["now_hours"] == 10
+    assert where_now(during) == "now: hour 10 of 72 (ok); the plan has main runs now"
+    after = plan_campaign(c, now=t0 + 80 * 3600)
+    assert where_now(after) == "the window closed 8 h ago" and after.to_json()["clock"]["level"] == "expired"
+
+
+def test_a_phase_with_hours_and_variants_lasts_as_long_as_the_longer(tmp_path):
+    path = write_campaign(tmp_path, variants=[variant("control", 10)], phases=[
+        {"name": "runs", "hours": 12, "variants": ["control"]}, {"name": "after", "hours": 1, "uses": "host"}])
+    phases = {i.name: i for i in build_schedule(load_campaign(path)).phase_items()}
+    assert phases["runs"].end_hours == 12 and phases["after"].start_hours == 12
