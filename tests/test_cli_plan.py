@@ -97,6 +97,8 @@ def test_every_shipped_example_checks_and_plans(tmp_path):
         r = campaign("plan", str(path.parent), "--json", cwd=tmp_path)
         assert r.returncode == 0, (path, r.stderr)
         assert "committed_hours" in json.loads(r.stdout)
+        r = campaign("plan", str(path.parent), cwd=tmp_path)
+        assert r.returncode == 0 and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
 
 
 def test_the_b200_example_runs_two_side_by_side_and_shows_the_options(tmp_path):
