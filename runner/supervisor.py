@@ -388,7 +388,7 @@ class Supervisor:
         gone_at = time.time()
         if self.stdout_fd is not None:
             self._drain_stdout(1.0)
-        self.checkpoints.scan_now()
+        self.checkpoints.scan_now(final=True)
         self._read_metrics()
         self.checkpoints.wait_all(self._dispatch)
         sig = -rc if rc < 0 else None

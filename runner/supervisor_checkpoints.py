@@ -88,7 +88,9 @@ class CheckpointWatcher:
         if self.glob and time.monotonic() >= self.next_scan:
             self.scan_now()
 
-    def scan_now(self) -> None:
+    def scan_now(self, final: bool = False) -> None:
+        """Look for new `checkpoint_glob` matches; `final` (the run has ended: nothing is still
+        being written) takes them without waiting for a second look."""
         if not self.glob:
             return
         self.next_scan = time.monotonic() + SCAN_SECONDS
@@ -103,10 +105,10 @@ class CheckpointWatcher:
             key = str(path)
             if (key, *sig) in self.seen:
                 continue
-            if self.pending_sizes.get(key) != sig:
+            if self.pending_sizes.get(key) != sig and not final:
                 self.pending_sizes[key] = sig           # changed since the last scan: wait
                 continue
-            del self.pending_sizes[key]
+            self.pending_sizes.pop(key, None)
             done = verify_path_for(path)
             if done.exists() and done.stat().st_mtime_ns >= st.st_mtime_ns:
                 self.seen.add((key, *sig))              # graded by an earlier attempt
