@@ -1,0 +1,165 @@
+"""`campaign up | down | status | start | abort | resume`: the runner's commands.
+
+Each is a thin request to the runner (runner.client); `status` also works while the runner is down,
+from the ledger read-only, and says so. `start`, `abort` and `resume` start the runner first when
+it is not running, as the console does. Exit 0 on success, 2 on bad input, 1 on any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import math
+import socket
+import sys
+
+from runner import client, control
+from runner.campaign import Campaign, load_campaign
+from runner.cli import file_arg
+from runner.durations import format_duration
+from runner.errors import RunnerUnavailable
+from runner.status import offline_snapshot
+
+
+def _campaign(ns: argparse.Namespace) -> Campaign:
+    return load_campaign(file_arg(ns))
+
+
+def _who() -> str:
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:
+        return "cli"
+
+
+def _ensure(campaign: Campaign) -> None:
+    if not control.is_running(campaign):
+        res = control.up(campaign)
+        print(f"campaign: {res.message}", file=sys.stderr)
+        if res.warning:
+            print(f"campaign: warning: {res.warning}", file=sys.stderr)
+
+
+def _request(campaign: Campaign, op: str, **args) -> dict | None:
+    try:
+        return client.request(campaign, op, **args)
+    except client.RequestFailed as exc:
+        print(f"campaign: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_up(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    res = control.up(campaign)
+    print(res.message)
+    if res.warning:
+        print(f"campaign: warning: {res.warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_down(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    res = control.down(campaign, abort_runs=bool(getattr(ns, "abort_runs", False)))
+    print(res.message)
+    return 0
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    try:
+        snap = client.request(campaign, "status")
+    except RunnerUnavailable as exc:
+        snap = offline_snapshot(campaign, runner_error=str(exc))
+    if getattr(ns, "json", False):
+        print(json.dumps(snap, indent=1))
+    else:
+        print(render_status(snap))
+    return 0
+
+
+def cmd_start(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    _ensure(campaign)
+    out = _request(campaign, "start", variant=ns.variant)
+    if out is None:
+        return 1
+    if out.get("state") == "refused":
+        print(f"campaign: run {out['run']} refused: {out.get('reason')}", file=sys.stderr)
+        return 1
+    note = f" ({out['note']})" if out.get("note") else ""
+    print(f"{out['run']}: {out['state']}{note}")
+    return 0
+
+
+def cmd_abort(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    _ensure(campaign)
+    out = _request(campaign, "abort", run=ns.run, reason=getattr(ns, "reason", None), by=_who())
+    if out is None:
+        return 1
+    print(f"{out['run']}: {out['state']}")
+    return 0
+
+
+def cmd_resume(ns: argparse.Namespace) -> int:
+    campaign = _campaign(ns)
+    _ensure(campaign)
+    out = _request(campaign, "resume", run=ns.run)
+    if out is None:
+        return 1
+    note = f" ({out['note']})" if out.get("note") else ""
+    print(f"{out['run']}: {out['state']}{note}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _fmt_num(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and (not math.isfinite(v) or abs(v) >= 1e5 or (v != 0 and abs(v) < 1e-3)):
+        return f"{v:.3g}"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def render_status(snap: dict) -> str:
+    """The snapshot for a person: the runner, the window, the GPUs, one line per run."""
+    lines = []
+    c, b = snap["campaign"], snap["bundle"]
+    r = snap.get("runner")
+    slots = snap.get("slots") or {}
+    if r:
+        lines.append(f"{c['name']}: runner pid {r['pid']}, slots {slots.get('busy')}/{slots.get('total')}"
+                     + (f" ({slots['note']})" if slots.get("note") else ""))
+    else:
+        lines.append(f"{c['name']}: {snap.get('runner_error') or 'the runner is not running'}")
+    lines.append(f"bundle: {b['provider']} {b['gpu']} {b['plan']}, expires {b['expires_at']} "
+                 f"(in {format_duration(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
+                 f"(in {format_duration(b['retrieve_seconds'])}) [{b['warning']}]")
+    if snap.get("gpus"):
+        for g in snap["gpus"]:
+            mem = (f"{(g['memory_used_bytes'] or 0) / 2**30:.1f}/{(g['memory_total_bytes'] or 0) / 2**30:.1f} GiB"
+                   if g.get("memory_total_bytes") else "N/A")
+            lines.append(f"gpu {g['index']}: {g.get('name') or 'N/A'} util {_fmt_num(g.get('utilization_percent'))}% "
+                         f"mem {mem}")
+    else:
+        lines.append(f"gpus: none ({snap.get('nvml_error') or 'no GPU'})")
+    runs = snap.get("runs") or []
+    if runs:
+        lines.append(f"{'RUN':<24} {'STATE':<9} {'STEP':>8} {'LOSS':>9} {'CKPT':>10} {'NEXT':>8}  REASON")
+        for run in runs:
+            ck = "-"
+            if run.get("checkpoint_step") is not None:
+                mark = {True: "ok", False: "bad", None: "?"}[run.get("checkpoint_verified")]
+                ck = f"{run['checkpoint_step']}:{mark}"
+            nxt = format_duration(run["next_checkpoint_seconds"]) if run.get("next_checkpoint_seconds") is not None else "-"
+            lines.append(f"{run['id']:<24} {run['state']:<9} {_fmt_num(run.get('step')):>8} "
+                         f"{_fmt_num(run.get('loss')):>9} {ck:>10} {nxt:>8}  {run.get('stop_reason') or ''}")
+    else:
+        lines.append("no runs yet")
+    if snap.get("queue"):
+        lines.append("queue: " + ", ".join(snap["queue"]))
+    return "\n".join(lines)
