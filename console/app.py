@@ -1,0 +1,190 @@
+"""The console app and its factory.
+
+`make_app(source=..., nvml=..., clock=...)` builds it around a status source (the live runner, or
+a recorded snapshot), an NVML session (real, or recorded answers in tests) and a clock (real, or
+fixed). Each tick fetches one status snapshot, samples the GPUs and reads new metric lines off the
+UI thread, then updates the screen; the next tick is scheduled only when this one has finished,
+so a slow runner or disk never piles polls up. Tests pass `auto_tick=False` and call `tick()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from textual.app import App
+
+from console.bindings import BINDING_IDS
+from console.commands import ConsoleActions
+from console.expiry import expiry_at
+from console.gpu_sampler import GpuReading, GpuSampler
+from console.keymap import load_keymap
+from console.screens.main_screen import MainScreen
+from console.source import SourceDown, SourceError, StatusSource
+from console.widgets.plots.loss_plot import LossPlot
+
+
+class CampaignConsole(App):
+    TITLE = "campaign console"
+    COMMANDS = App.COMMANDS | {ConsoleActions}
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(self, source: StatusSource, *, campaign: Any = None, nvml: Any = None,
+                 clock: Callable[[], float] | None = None, refresh_seconds: float = 1.0,
+                 auto_tick: bool = True, tz: dt.tzinfo | None = None, keymap: dict | None = None,
+                 ssh: dict | None = None, process_every: float = 5.0) -> None:
+        super().__init__()
+        self.source = source
+        self.campaign = campaign
+        self.clock: Callable[[], float] = clock or time.time
+        self.refresh_seconds = refresh_seconds
+        self.auto_tick = auto_tick
+        self.tz = tz
+        self.ssh = ssh or {}
+        self.sampler = GpuSampler(nvml, process_every=process_every)
+        self.snapshot: dict | None = None
+        self.gpu_reading: GpuReading | None = None
+        self.down: str | None = None
+        self.tries = 0
+        self.last_seen: float | None = None
+        self.ticks = 0
+        self.main_screen: MainScreen | None = None
+        self._ticking = False
+        self._states: dict[str, str] = {}
+        if keymap:
+            self.set_keymap(keymap)
+
+    # -- facts from the campaign file ----------------------------------------------------------
+    @property
+    def output_dir(self) -> str:
+        return getattr(self.campaign, "output_dir", None) or "deliverables"
+
+    @property
+    def control_variant(self) -> str | None:
+        decision = getattr(self.campaign, "decision", None)
+        if decision is not None:
+            return decision.control
+        return "control"
+
+    @property
+    def warn_hours(self) -> float | None:
+        bundle = getattr(self.campaign, "bundle", None)
+        return getattr(bundle, "warn_hours", None)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.main_screen = MainScreen()
+        self.push_screen(self.main_screen)
+        if self.auto_tick:
+            self.call_after_refresh(self._auto_tick)
+
+    async def _auto_tick(self) -> None:
+        try:
+            await self.tick()
+        finally:
+            if self.is_running:
+                self.set_timer(self.refresh_seconds, self._auto_tick)
+
+    async def tick(self) -> None:
+        """One refresh: status, GPUs and metric lines, then the screen. Never overlaps itself."""
+        if self._ticking or self.main_screen is None:
+            return
+        self._ticking = True
+        try:
+            await self._tick()
+        finally:
+            self._ticking = False
+
+    async def _tick(self) -> None:
+        now = self.clock()
+        try:
+            snap = await self.source.status()
+        except SourceDown as exc:
+            if self.down is None:
+                self.notify("lost the runner: reconnecting", severity="warning")
+            self.down = str(exc)
+            self.tries += 1
+        except SourceError as exc:
+            self.down = str(exc)
+            self.tries += 1
+        else:
+            if self.down is not None and self.last_seen is not None:
+                self.notify("runner reconnected")
+            self.down, self.tries, self.last_seen = None, 0, now
+            self._announce(snap)
+            self.snapshot = snap
+        snap = self.snapshot or {}
+        runs = snap.get("runs") or []
+        plot = self.main_screen.query_one(LossPlot)
+        plot.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
+        pids = {str(r["id"]): r.get("pid") for r in runs if r.get("state") == "running"}
+        root = (snap.get("campaign") or {}).get("root") or (str(self.campaign.root) if self.campaign else None)
+        self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
+        plot.apply(batch)
+        expiry = expiry_at(snap.get("bundle") or {}, now, self.warn_hours)
+        self.main_screen.show(snap, expiry, self.gpu_reading, down=self.down, tries=self.tries,
+                              last_seen=self.last_seen, now=now, control_variant=self.control_variant,
+                              tz=self.tz)
+        self.ticks += 1
+
+    def _sample_off_thread(self, pids: dict, root: str | None, plot: LossPlot) -> tuple[GpuReading, dict]:
+        return self.sampler.read(pids, root), plot.read_new()
+
+    def _announce(self, snap: dict) -> None:
+        """A toast when a run stops, fails or finishes (the table keeps the reason)."""
+        for r in snap.get("runs") or []:
+            rid, state = str(r.get("id")), str(r.get("state"))
+            before = self._states.get(rid)
+            self._states[rid] = state
+            if before is None or before == state or not self.last_seen:
+                continue
+            if state == "stopped":
+                self.notify(f"{rid} stopped by a rule: {r.get('stop_reason') or r.get('stop_rule')}",
+                            severity="error", timeout=10)
+            elif state in ("failed", "refused"):
+                self.notify(f"{rid} {state}: {r.get('stop_reason') or ''}", severity="error", timeout=10)
+            elif state == "finished":
+                self.notify(f"{rid} finished")
+
+    # -- actions go to the runner ---------------------------------------------------------------
+    async def act(self, op: str, done: str, **args: Any) -> Any:
+        try:
+            result = await self.source.request(op, **args)
+        except SourceError as exc:
+            self.notify(f"{op} refused: {exc}", severity="error", timeout=8)
+            return None
+        self.notify(done)
+        if self.auto_tick:
+            self.call_later(self.tick)
+        return result
+
+    async def on_unmount(self) -> None:
+        try:
+            await self.source.close()
+        except Exception:
+            pass
+
+
+def make_app(source: StatusSource | None = None, *, campaign_file: str | Path | None = None,
+             campaign: Any = None, nvml: Any = None, clock: Callable[[], float] | None = None,
+             refresh_seconds: float = 1.0, auto_tick: bool = True, tz: dt.tzinfo | None = None,
+             keymap: dict | None = None, ssh: dict | None = None, process_every: float = 5.0,
+             use_user_keymap: bool = True) -> CampaignConsole:
+    """The console for a campaign: `source` defaults to the runner of `campaign_file`'s folder.
+    The user's keymap file is applied unless `keymap` is given or `use_user_keymap` is False."""
+    if campaign is None and campaign_file is not None:
+        from runner.campaign import load_campaign
+        campaign = load_campaign(campaign_file)
+    if source is None:
+        if campaign is None:
+            raise ValueError("make_app needs a source or a campaign")
+        from console.source import RunnerSource
+        source = RunnerSource(campaign.root)
+    if keymap is None and use_user_keymap:
+        keymap = load_keymap(known_ids=BINDING_IDS)
+    return CampaignConsole(source, campaign=campaign, nvml=nvml, clock=clock,
+                           refresh_seconds=refresh_seconds, auto_tick=auto_tick, tz=tz, keymap=keymap,
+                           ssh=ssh, process_every=process_every)

@@ -1,0 +1,30 @@
+"""The command palette's provider: the same actions as the keys, found by name (ctrl+p)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from console.bindings import ACTIONS
+
+
+class ConsoleActions(Provider):
+    """Every console action, run on the main screen (where the selected run is)."""
+
+    def _commands(self):
+        main = getattr(self.app, "main_screen", None)
+        if main is None:
+            return []
+        return [(help_, partial(main.run_action, action)) for _, _, action, _, help_, _ in ACTIONS]
+
+    async def discover(self) -> Hits:
+        for name, callback in self._commands():
+            yield DiscoveryHit(name, callback, help=None)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback)

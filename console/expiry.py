@@ -1,0 +1,38 @@
+"""The rental clock as the console sees it: the bundle's times from the snapshot, `now` from the
+console's own (injectable) clock, so the header counts down between polls and tests and
+screenshots can stand at any moment. Same levels as `runner.clock.read_clock`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from console.fmt import parse_iso
+
+LEVELS = ("ok", "warning", "critical", "expired")
+DEFAULT_WARN_HOURS = 12.0
+
+
+@dataclass(frozen=True)
+class Expiry:
+    level: str
+    remaining_seconds: float | None      # to the end of the window
+    to_retrieve_seconds: float | None    # to the retrieval deadline
+
+
+def expiry_at(bundle: dict, now: float, warn_hours: float | None = None) -> Expiry:
+    expires = parse_iso(bundle.get("expires_at"))
+    retrieve = parse_iso(bundle.get("retrieve_by"))
+    if expires is None:
+        return Expiry(str(bundle.get("warning") or "ok"), None, None)
+    warn = warn_hours if warn_hours is not None else float(bundle.get("warn_hours") or DEFAULT_WARN_HOURS)
+    remaining = expires.timestamp() - now
+    to_retrieve = (retrieve.timestamp() if retrieve else expires.timestamp()) - now
+    if remaining <= 0:
+        level = "expired"
+    elif to_retrieve <= 0:
+        level = "critical"
+    elif to_retrieve <= warn * 3600:
+        level = "warning"
+    else:
+        level = "ok"
+    return Expiry(level, remaining, to_retrieve)

@@ -1,0 +1,123 @@
+"""What must leave the host before the window ends, and a command to paste on your own machine.
+
+The list: every file of the output folder (the deliverables and their manifest), each run's latest
+verified checkpoint (the resume point worth keeping), and each run's small records (run.toml,
+metrics, logs, predictions: everything in its folder but the checkpoints). The command is an
+`rsync` pulling exactly those paths, keeping their layout under a folder named for the campaign.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_LISTED = 200
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: str          # "deliverable", "checkpoint", "records"
+    path: Path         # absolute
+    bytes: int
+    note: str = ""
+    files: tuple[Path, ...] = ()   # "records": the run folder's files (checkpoints left out)
+
+
+def _size(path: Path) -> int:
+    try:
+        if path.is_dir():
+            return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def retrieval_items(snapshot: dict, output_dir: str = "deliverables") -> list[Item]:
+    root = Path((snapshot.get("campaign") or {}).get("root") or ".")
+    items: list[Item] = []
+    out = root / output_dir
+    if out.is_dir():
+        files = sorted(p for p in out.rglob("*") if p.is_file())
+        for p in files[:MAX_LISTED]:
+            items.append(Item("deliverable", p, _size(p)))
+        if len(files) > MAX_LISTED:
+            rest = files[MAX_LISTED:]
+            items.append(Item("deliverable", out, sum(_size(p) for p in rest),
+                              f"and {len(rest)} more files"))
+    for run in snapshot.get("runs") or []:
+        ck = run.get("checkpoint_path")
+        if ck and run.get("checkpoint_verified"):
+            p = Path(ck)
+            if not p.is_absolute():
+                p = root / p
+            items.append(Item("checkpoint", p, _size(p), f"{run.get('id')} step {run.get('checkpoint_step')}"))
+        elif ck:
+            items.append(Item("checkpoint", Path(ck), 0,
+                              f"{run.get('id')}: latest checkpoint NOT verified — "
+                              f"{run.get('checkpoint_problem') or 'not checked yet'}"))
+        run_dir = run.get("run_dir")
+        if run_dir and Path(run_dir).is_dir():
+            records = [p for p in Path(run_dir).iterdir() if p.is_file()]
+            items.append(Item("records", Path(run_dir), sum(_size(p) for p in records),
+                              f"{run.get('id')} ({len(records)} files, checkpoints excluded)",
+                              tuple(sorted(records))))
+    return items
+
+
+def ssh_target(user: str | None = None, host: str | None = None, port: int | None = None) -> tuple[str, int | None]:
+    """`user@host` as the user reaches this machine: the address of the current SSH connection
+    where there is one (SSH_CONNECTION's server side), else this host's name."""
+    user = user or getpass.getuser()
+    if host is None:
+        conn = os.environ.get("SSH_CONNECTION", "").split()
+        if len(conn) == 4:
+            host = conn[2]
+            port = port or (int(conn[3]) if conn[3].isdigit() and conn[3] != "22" else None)
+        else:
+            host = socket.getfqdn()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{user}@{host}", port
+
+
+def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, host: str | None = None,
+                 port: int | None = None) -> str:
+    """One `rsync` line to run on your own machine: the listed paths, layout kept (`/./` marks
+    where the kept part starts), into ./<campaign name>/."""
+    root = Path((snapshot.get("campaign") or {}).get("root") or ".")
+    name = (snapshot.get("campaign") or {}).get("name") or root.name
+    target, port = ssh_target(user, host, port)
+    sources = []
+    seen = set()
+
+    def add(path: Path) -> None:
+        try:
+            spec = f"{root}/./{path.relative_to(root)}"
+        except ValueError:
+            spec = str(path)
+        if spec not in seen:
+            seen.add(spec)
+            sources.append(f"{target}:{spec}")
+
+    for item in items:
+        if item.kind == "checkpoint" and item.bytes == 0:
+            continue                                     # not verified: not worth the transfer
+        if item.kind == "deliverable" and item.path.is_relative_to(root) and item.path != root:
+            add(root / item.path.relative_to(root).parts[0])   # the output folder once, whole
+        elif item.kind == "records":
+            for f in item.files:
+                add(f)
+        else:
+            add(item.path)
+            sidecar = item.path.with_suffix(".json")        # the checkpoint's sidecar (sha256, holds)
+            if item.kind == "checkpoint" and sidecar.exists():
+                add(sidecar)
+    parts = ["rsync", "-avP", "--relative"]
+    if port:
+        parts += ["-e", f"ssh -p {port}"]
+    parts += sources + [f"./{name}/"]
+    return " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,157 @@
+"""The operations view: bundle header and banners, GPUs, runs, loss curves, keys in the footer.
+
+It holds no data of its own beyond what its widgets show; the app's tick hands it each new
+snapshot (`show`). Actions act on the selected run and go to the runner through the app.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer
+
+from console.bindings import main_bindings
+from console.screens.abort_dialog import AbortDialog
+from console.screens.start_dialog import StartDialog
+from console.widgets.gpus.gpu_panel import GpuPanel
+from console.widgets.header.bundle_header import BundleHeader
+from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner
+from console.widgets.plots.loss_plot import LossPlot
+from console.widgets.runs.runs_table import RunsTable
+
+RESUMABLE = ("stopped", "failed", "aborted")
+
+
+class MainScreen(Screen):
+    BINDINGS = main_bindings()
+
+    def compose(self) -> ComposeResult:
+        yield BundleHeader(id="header")
+        yield ExpiryBanner(id="expiry-banner")
+        yield ConnectionBanner(id="connection-banner")
+        yield GpuPanel(id="gpus")
+        yield RunsTable(id="runs")
+        yield LossPlot(id="plot")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(RunsTable).focus()
+
+    # -- data in ------------------------------------------------------------------------------
+    def show(self, snapshot: dict, expiry, reading, *, down: str | None, tries: int,
+             last_seen: float | None, now: float, control_variant: str | None, tz=None) -> None:
+        self.query_one(BundleHeader).show(snapshot, expiry, tz)
+        self.query_one(ExpiryBanner).show(expiry)
+        self.query_one(ConnectionBanner).show(down, tries, last_seen, now)
+        self.query_one(GpuPanel).show(reading)
+        table = self.query_one(RunsTable)
+        runs = snapshot.get("runs") or []
+        table.show(runs)
+        queue = snapshot.get("queue") or []
+        table.border_title = f"queue: {', '.join(queue)}" if queue else None
+        self.query_one(LossPlot).set_runs(runs, table.selected_run, control_variant)
+
+    @property
+    def selected_run(self) -> str | None:
+        return self.query_one(RunsTable).selected_run
+
+    def selected_row(self) -> dict | None:
+        rid = self.selected_run
+        for r in (self.app.snapshot or {}).get("runs") or []:
+            if r.get("id") == rid:
+                return r
+        return None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        plot = self.query_one(LossPlot)
+        plot.selected = event.row_key.value if event.row_key is not None else None
+        plot.refresh()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_detail()
+
+    # -- actions ------------------------------------------------------------------------------
+    async def action_start_next(self) -> None:
+        queue = (self.app.snapshot or {}).get("queue") or []
+        if not queue:
+            self.notify("nothing is queued: press s to start a chosen variant", severity="warning")
+            return
+        await self.app.act("start", f"started {queue[0]}", variant=queue[0])
+
+    def action_start_variant(self) -> None:
+        snap = self.app.snapshot or {}
+        variants = snap.get("variants") or []
+        if not variants:
+            self.notify("no variants known yet (the runner has not answered)", severity="warning")
+            return
+
+        async def chosen(name: str | None) -> None:
+            if name:
+                await self.app.act("start", f"started {name}", variant=name)
+
+        self.app.push_screen(StartDialog(variants, snap.get("queue") or []), chosen)
+
+    def action_abort(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("select a run first", severity="warning")
+            return
+        if row.get("state") not in ("running", "queued"):
+            self.notify(f"{row['id']} is {row.get('state')}: nothing to abort", severity="warning")
+            return
+
+        async def confirmed(reason: str | None) -> None:
+            if reason:
+                await self.app.act("abort", f"aborted {row['id']}", run=row["id"], reason=reason)
+
+        self.app.push_screen(AbortDialog(row["id"]), confirmed)
+
+    async def action_resume(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("select a run first", severity="warning")
+            return
+        if row.get("state") not in RESUMABLE:
+            self.notify(f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume",
+                        severity="warning")
+            return
+        await self.app.act("resume", f"resuming {row['id']}", run=row["id"])
+
+    async def action_checkpoint(self) -> None:
+        row = self.selected_row()
+        if row is None or row.get("state") != "running":
+            self.notify("select a running run to checkpoint", severity="warning")
+            return
+        await self.app.act("checkpoint", f"asked {row['id']} for a checkpoint", run=row["id"])
+
+    def action_detail(self) -> None:
+        rid = self.selected_run
+        if rid is None:
+            self.notify("no run selected", severity="warning")
+            return
+        from console.screens.run_detail import RunDetailScreen
+        self.app.push_screen(RunDetailScreen(rid))
+
+    def action_plan(self) -> None:
+        from console.screens.plan_screen import PlanScreen
+        self.app.push_screen(PlanScreen(self.app.campaign))
+
+    def action_retrieval(self) -> None:
+        from console.screens.retrieval_screen import RetrievalScreen
+        self.app.push_screen(RetrievalScreen(self.app.snapshot or {}, self.app.output_dir,
+                                             now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh))
+
+    def action_plot_view(self) -> None:
+        plot = self.query_one(LossPlot)
+        plot.show_all = not plot.show_all
+
+    def action_log_scale(self) -> None:
+        plot = self.query_one(LossPlot)
+        plot.log_scale = not plot.log_scale
+
+    def action_smoothing(self) -> None:
+        plot = self.query_one(LossPlot)
+        plot.smoothing_index = (plot.smoothing_index + 1) % 3
+
+    def action_quit_console(self) -> None:
+        self.app.exit(0)

@@ -1,0 +1,65 @@
+"""What must leave the host, with sizes, and the command to paste on your own machine."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from console.fmt import fmt_bytes, fmt_iso_local, format_duration
+from console.retrieval import copy_command, retrieval_items
+
+
+class RetrievalScreen(Screen):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="retrieval.back")]
+    DEFAULT_CSS = """
+    RetrievalScreen Static { padding: 0 1; }
+    RetrievalScreen #command { border: round $accent; margin: 0 0 1 0; }
+    """
+
+    def __init__(self, snapshot: dict, output_dir: str, *, now: float, tz=None, ssh: dict | None = None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.output_dir = output_dir
+        self.now = now
+        self.tz = tz
+        self.ssh = ssh or {}
+
+    def compose(self) -> ComposeResult:
+        items = retrieval_items(self.snapshot, self.output_dir)
+        bundle = self.snapshot.get("bundle") or {}
+        head = Text()
+        head.append("Retrieval", style="bold")
+        head.append(f" — files must be off the host by {fmt_iso_local(bundle.get('retrieve_by'), self.tz)}")
+        rb = bundle.get("retrieve_by")
+        if rb:
+            from console.fmt import parse_iso
+            left = parse_iso(rb).timestamp() - self.now
+            head.append(f" ({'in ' + format_duration(left) if left > 0 else 'PAST, ' + format_duration(-left) + ' ago'})",
+                        style="bold" if left > 0 else "bold red")
+        table = Table(box=None, expand=True, pad_edge=False)
+        table.add_column("what", no_wrap=True)
+        table.add_column("size", justify="right", no_wrap=True)
+        table.add_column("path / note", overflow="fold")
+        root = (self.snapshot.get("campaign") or {}).get("root") or ""
+        total = 0
+        for item in items:
+            rel = str(item.path)
+            if root and rel.startswith(root):
+                rel = rel[len(root):].lstrip("/") or "."
+            warn = item.kind == "checkpoint" and item.bytes == 0
+            total += item.bytes
+            table.add_row(Text(item.kind, style="red" if warn else ""), fmt_bytes(item.bytes) if not warn else "-",
+                          Text(rel + (f"  {item.note}" if item.note else ""), style="red" if warn else ""))
+        if not items:
+            table.add_row("-", "-", "nothing yet: no deliverables, no verified checkpoint")
+        with VerticalScroll():
+            yield Static(head)
+            yield Static(table)
+            yield Static(Text(f"total {fmt_bytes(total)} — run this on your own machine:", style="dim"))
+            yield Static(Text(copy_command(self.snapshot, items, **self.ssh)), id="command")
+        yield Footer()

@@ -1,0 +1,132 @@
+"""One run in full: its frozen config, its rules and their state, its checkpoints (verified or
+why not) and the last lines of its log — the runner's `run_detail` answer."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from console.fmt import fmt_bytes, fmt_loss, format_duration
+from console.source import SourceError
+
+
+def config_table(detail: dict) -> Table:
+    cfg = detail.get("config") or {}
+    variant = cfg.get("variant") or {}
+    run = detail.get("run") or {}
+    t = Table(box=None, show_header=False, pad_edge=False, expand=True)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_row("state", f"{run.get('state')}  step {run.get('step')}  loss {fmt_loss(run.get('loss'))}"
+                       f"  attempts {run.get('attempts', '-')}  elapsed {format_duration(run.get('elapsed_seconds'))}")
+    if run.get("stop_reason"):
+        t.add_row("stopped", Text(str(run.get("stop_reason")), style="bold red"))
+    for key in ("category", "hours", "checkpoint_every", "gpus", "base_revision"):
+        if variant.get(key) is not None:
+            t.add_row(key, str(variant[key]))
+    if variant.get("command"):
+        t.add_row("command", " ".join(map(str, variant["command"])))
+    if variant.get("resume_command"):
+        t.add_row("resume", " ".join(map(str, variant["resume_command"])))
+    if variant.get("expects"):
+        t.add_row("expects", ", ".join(variant["expects"]))
+    if cfg.get("env"):
+        t.add_row("env", " ".join(f"{k}={v}" for k, v in cfg["env"].items()))
+    return t
+
+
+def rules_table(detail: dict) -> Table:
+    states = {r.get("kind") + str(i): r for i, r in enumerate((detail.get("run") or {}).get("rules") or [])}
+    t = Table(box=None, pad_edge=False, expand=True)
+    t.add_column("rule", overflow="fold")
+    t.add_column("state", no_wrap=True)
+    rules = detail.get("rules") or []
+    for i, r in enumerate(rules):
+        live = states.get(str(r.get("kind")) + str(i), {})
+        text = live.get("text") or " ".join(f"{k}={v}" for k, v in r.items())
+        state = live.get("state") or "-"
+        value = live.get("value")
+        t.add_row(text, Text(state + (f" ({value})" if value is not None else ""),
+                             style={"fired": "bold red", "ok": "green"}.get(state, "yellow")))
+    if not rules:
+        t.add_row("no rules apply to this run", "")
+    return t
+
+
+def checkpoints_table(detail: dict) -> Table:
+    t = Table(box=None, pad_edge=False, expand=True)
+    t.add_column("step", justify="right", no_wrap=True)
+    t.add_column("size", justify="right", no_wrap=True)
+    t.add_column("verified", overflow="fold")
+    t.add_column("path", overflow="ellipsis", no_wrap=True)
+    for c in (detail.get("checkpoints") or [])[-10:]:
+        verified = c.get("verified")
+        problems = c.get("problems") or c.get("problem") or ""
+        if isinstance(problems, list):
+            problems = "; ".join(map(str, problems))
+        if verified:
+            mark = Text(f"✓ {c.get('grade') or ''}", style="green")
+        elif verified is None:
+            mark = Text("not checked yet", style="yellow")
+        else:
+            mark = Text(f"✗ {problems or 'failed'}", style="red")
+        path = str(c.get("path") or "")
+        t.add_row(str(c.get("step", "-")), fmt_bytes(c.get("bytes")) if c.get("bytes") else "-", mark,
+                  path.rsplit("/", 1)[-1])
+    if not detail.get("checkpoints"):
+        t.add_row("-", "-", Text("no checkpoint yet", style="yellow"), "")
+    return t
+
+
+class RunDetailScreen(Screen):
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="detail.back"),
+                Binding("g", "reload", "reload", id="detail.reload")]
+    DEFAULT_CSS = """
+    RunDetailScreen Static { padding: 0 1; }
+    RunDetailScreen .section { text-style: bold; background: $boost; }
+    RunDetailScreen #log { color: $text-muted; }
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(Text(f"Run {self.run_id}", style="bold"), id="title")
+            yield Static("loading…", id="config")
+            yield Static("rules", classes="section")
+            yield Static("", id="rules")
+            yield Static("checkpoints", classes="section")
+            yield Static("", id="checkpoints")
+            yield Static("log (last lines)", classes="section")
+            yield Static("", id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self.load()
+
+    @work(exclusive=True, group="detail")
+    async def load(self) -> None:
+        try:
+            detail = await self.app.source.request("run_detail", run=self.run_id)
+        except SourceError as exc:
+            self.query_one("#config", Static).update(Text(f"cannot load the detail: {exc}", style="red"))
+            return
+        self.show(detail)
+
+    def show(self, detail: dict) -> None:
+        self.query_one("#config", Static).update(config_table(detail))
+        self.query_one("#rules", Static).update(rules_table(detail))
+        self.query_one("#checkpoints", Static).update(checkpoints_table(detail))
+        lines = [str(x) for x in (detail.get("log_tail") or [])][-20:]
+        self.query_one("#log", Static).update(Text("\n".join(lines) or "(empty)", no_wrap=True, overflow="ellipsis"))

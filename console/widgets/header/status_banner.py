@@ -1,0 +1,49 @@
+"""One line under the header, shown only when something needs attention: the expiry level past
+"ok" (what to do about it), or the runner not answering (the console keeps reconnecting)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from console.expiry import Expiry
+from console.fmt import format_duration
+
+MESSAGES = {
+    "warning": "WARNING: {to_retrieve} until the retrieval deadline — plan what leaves the host (f)",
+    "critical": "CRITICAL: past the retrieval deadline — copy the files off now (f); expires in {remaining}",
+    "expired": "EXPIRED: the rental window has closed — files left on the host may be gone",
+}
+
+
+class ExpiryBanner(Static):
+    DEFAULT_CSS = """
+    ExpiryBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    ExpiryBanner.-warning { display: block; background: $warning; color: $text; }
+    ExpiryBanner.-critical { display: block; background: $error; color: $text; text-style: bold; }
+    ExpiryBanner.-expired { display: block; background: $error-darken-3; color: $text; text-style: bold; }
+    """
+
+    def show(self, expiry: Expiry) -> None:
+        for level in ("warning", "critical", "expired"):
+            self.set_class(expiry.level == level, f"-{level}")
+        template = MESSAGES.get(expiry.level)
+        if template:
+            self.update(Text(template.format(
+                to_retrieve=format_duration(expiry.to_retrieve_seconds),
+                remaining=format_duration(expiry.remaining_seconds)), no_wrap=True, overflow="ellipsis"))
+
+
+class ConnectionBanner(Static):
+    DEFAULT_CSS = """
+    ConnectionBanner { height: auto; max-height: 2; padding: 0 1; display: none; background: $error-darken-2; }
+    ConnectionBanner.-down { display: block; }
+    """
+
+    def show(self, down_reason: str | None, tries: int, last_seen: float | None, now: float) -> None:
+        self.set_class(down_reason is not None, "-down")
+        if down_reason is None:
+            return
+        ago = f"; last answer {format_duration(now - last_seen)} ago" if last_seen else ""
+        self.update(Text(f"runner not answering — reconnecting (try {tries}){ago}: {down_reason}",
+                         overflow="ellipsis"))

@@ -1,0 +1,126 @@
+"""Loss curves: the selected run against the control on the same axes, or every running run.
+
+The widget owns its metric histories (`MetricTails`, read from each run's `metrics.jsonl`); the
+app's tick reads new lines off the UI thread (`read_new`) and hands them back here (`apply`). Each
+frame reduces every history to the plot's width first (`SeriesStore.reduce`), so a frame costs
+the same at a thousand points or a million. `l` toggles a log scale, `m` cycles smoothing, `v`
+switches between the two views.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from console.metrics_tail import MetricTails
+from console.plot_canvas import Trace, render_plot
+from console.series import ema
+
+SMOOTHING = (0.0, 0.6, 0.9)
+PALETTE = ("bright_magenta", "green", "yellow", "bright_blue", "red", "bright_cyan", "white", "magenta")
+CONTROL_COLOR = "cyan"
+
+
+class LossPlot(Widget):
+    DEFAULT_CSS = """
+    LossPlot { height: 1fr; min-height: 6; padding: 0 1 0 0; }
+    """
+
+    log_scale: reactive[bool] = reactive(False)
+    smoothing_index: reactive[int] = reactive(0)
+    show_all: reactive[bool] = reactive(False)
+
+    def __init__(self, *, metric: str = "loss", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.metric = metric
+        self.tails = MetricTails(metric)
+        self.selected: str | None = None
+        self.control_run: str | None = None
+        self.running: list[str] = []
+        self.run_dirs: dict[str, str | None] = {}
+
+    # -- data ---------------------------------------------------------------------------------
+    def set_runs(self, runs: list[dict], selected: str | None, control_variant: str | None) -> None:
+        self.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
+        self.running = [str(r["id"]) for r in runs if r.get("state") == "running"]
+        control_runs = [r for r in runs if r.get("variant") == control_variant]
+        best = [r for r in control_runs if r.get("state") in ("running", "finished")] or control_runs
+        self.control_run = str(best[-1]["id"]) if best else None
+        if selected != self.selected:
+            self.selected = selected
+        self.refresh()
+
+    def read_new(self) -> dict:
+        """New metric records of every run (safe to call from a worker thread)."""
+        return self.tails.read(dict(self.run_dirs))
+
+    def apply(self, batch: dict) -> None:
+        if self.tails.apply(batch):
+            self.refresh()
+
+    # -- view ---------------------------------------------------------------------------------
+    @property
+    def smoothing(self) -> float:
+        return SMOOTHING[self.smoothing_index % len(SMOOTHING)]
+
+    def visible_runs(self) -> list[tuple[str, str]]:
+        """(run id, colour) in draw order: the selected run drawn last, so it is on top."""
+        if self.show_all:
+            ids = list(self.running)
+            if self.selected and self.selected not in ids:
+                ids.append(self.selected)
+            others = [i for i in ids if i != self.selected]
+            out = [(rid, PALETTE[(n + 1) % len(PALETTE)]) for n, rid in enumerate(others)]
+            if self.selected:
+                out.append((self.selected, PALETTE[0]))
+            return out
+        out = []
+        if self.control_run and self.control_run != self.selected:
+            out.append((self.control_run, CONTROL_COLOR))
+        if self.selected:
+            out.append((self.selected, PALETTE[0] if self.selected != self.control_run else CONTROL_COLOR))
+        return out
+
+    def render(self) -> Text:
+        width, height = self.content_size.width, self.content_size.height
+        return self.draw(width, height)
+
+    def draw(self, width: int, height: int) -> Text:
+        view = "all running" if self.show_all else "selected vs control"
+        note = f"[{view}{' · log' if self.log_scale else ''}{f' · smooth {self.smoothing:g}' if self.smoothing else ''}]"
+        series = [(rid, color, self.tails.series(rid)) for rid, color in self.visible_runs()]
+        series = [(rid, color, s) for rid, color, s in series if s is not None and len(s)]
+        if not series or width < 20 or height < 4:
+            return Text(f"{self.metric}: no points yet {note}", style="dim")
+        x_lo, x_hi = math.inf, -math.inf
+        for _, _, s in series:
+            lo, hi = s.x_range()
+            x_lo, x_hi = min(x_lo, lo), max(x_hi, hi)
+        columns = max(1, (width - 8) * 2)
+        traces = []
+        nonfinite = []
+        for rid, color, s in series:
+            red = s.reduce(x_lo, x_hi, columns, log=self.log_scale)
+            line = ema(red.mean, self.smoothing) if self.smoothing else None
+            traces.append(Trace(rid, color, red.vmin, red.vmax, line))
+            if s.nonfinite_steps:
+                nonfinite.append(f"{rid} non-finite @{s.nonfinite_steps[-1]:,.0f}")
+        if nonfinite:
+            note += " " + "; ".join(nonfinite)
+        return render_plot(traces, width, height, x_lo=x_lo, x_hi=x_hi, log=self.log_scale, note=note)
+
+    def watch_log_scale(self) -> None:
+        self.refresh()
+
+    def watch_smoothing_index(self) -> None:
+        self.refresh()
+
+    def watch_show_all(self) -> None:
+        self.refresh()
+
+    def on_unmount(self) -> None:
+        self.tails.close()
