@@ -197,7 +197,7 @@ def re_estimate(campaign: Campaign, conn: sqlite3.Connection, plan: dict[str, An
         mine = [r for r in runs if r.variant == name]
         running = [r for r in mine if r.state in ("running", "queued")]
         planned = v.hours
-        if name in cut and not running:
+        if name in cut and not any(r.state == "running" for r in mine):
             items.append(_item(name, v, "cut", planned, 0.0, 0.0, "cut at the pilot decision"))
             continue
         if any(r.state == "finished" for r in mine) or (mine and not running):
