@@ -111,3 +111,12 @@ def test_the_b200_example_runs_two_side_by_side_and_shows_the_options(tmp_path):
     opts = {o["plan"]: o for o in data["options"]}
     assert opts["7d"]["price_usd"] is None                       # no invented price
     assert opts["2x3d"]["price_usd"] == 1040.0
+
+
+def test_check_warns_about_an_adapter_without_its_base_revision(tmp_path):
+    assert campaign("init", cwd=tmp_path).returncode == 0
+    path = tmp_path / "campaign.toml"
+    path.write_text(path.read_text().replace('# adapter = true ', 'adapter = true ', 1))
+    r = campaign("check", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "control is an adapter without base_revision" in r.stdout

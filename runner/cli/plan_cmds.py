@@ -89,6 +89,9 @@ def cmd_check(ns: argparse.Namespace) -> int:
     print(f"plan      {summary_line(report)}")
     if report.unscheduled:
         print(f"note      declared but in no phase: {', '.join(report.unscheduled)}")
+    for v in campaign.variants:
+        if v.adapter and not v.base_revision:
+            print(f"note      {v.name} is an adapter without base_revision: verify will not approve it")
     if report.needs_options:
         print("note      see `campaign plan` for the options")
     return 0
