@@ -33,8 +33,8 @@ class Option:
 
     def to_json(self) -> dict:
         return {"plan": self.plan, "price_usd": self.price_usd, "fits": self.fits, "note": self.note,
-                "committed_hours": self.committed_hours, "window_hours": self.window_hours,
-                "over_hours": max(0.0, self.committed_hours - self.window_hours), **self.extra}
+                "committed_hours": round(self.committed_hours, 6), "window_hours": self.window_hours,
+                "over_hours": round(max(0.0, self.committed_hours - self.window_hours), 6), **self.extra}
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class PlanReport:
     def to_json(self) -> dict:
         s, b = self.schedule, self.campaign.bundle
         return {
-            "window_hours": s.window_hours, "committed_hours": s.committed_hours,
-            "uncommitted_hours": s.uncommitted_hours, "over_hours": s.over_hours, "fits": s.fits,
+            "window_hours": s.window_hours, "committed_hours": round(s.committed_hours, 6),
+            "uncommitted_hours": round(s.uncommitted_hours, 6), "over_hours": round(s.over_hours, 6),
+            "fits": s.fits,
             "items": [i.to_json() for i in s.items],
             "options": [o.to_json() for o in self.options],
             "tight": self.tight, "retrieval_hours": s.retrieval_hours,

@@ -38,8 +38,8 @@ class Item:
         return self.end_hours - self.start_hours
 
     def to_json(self) -> dict:
-        out = {"name": self.name, "uses": self.uses, "start_hours": self.start_hours,
-               "end_hours": self.end_hours, "hours": self.hours, "kind": self.kind,
+        out = {"name": self.name, "uses": self.uses, "start_hours": round(self.start_hours, 6),
+               "end_hours": round(self.end_hours, 6), "hours": round(self.hours, 6), "kind": self.kind,
                "phase": self.phase, "before_window": self.before_window}
         if self.kind == "variant":
             out.update(variant=self.variant, category=self.category, host=self.host,

@@ -239,3 +239,10 @@ def test_a_phase_with_hours_and_variants_lasts_as_long_as_the_longer(tmp_path):
         {"name": "runs", "hours": 12, "variants": ["control"]}, {"name": "after", "hours": 1, "uses": "host"}])
     phases = {i.name: i for i in build_schedule(load_campaign(path)).phase_items()}
     assert phases["runs"].end_hours == 12 and phases["after"].start_hours == 12
+
+
+def test_json_hours_carry_no_float_dust(tmp_path):
+    vs = [variant(f"v{i}", 0.1) for i in range(3)]
+    path = write_campaign(tmp_path, variants=vs, phases=[{"name": "runs", "variants": [v["name"] for v in vs]}])
+    data = plan_campaign(load_campaign(path)).to_json()
+    assert data["committed_hours"] == 2.3 and data["items"][0]["end_hours"] == 0.3
