@@ -131,7 +131,7 @@ def two_bundles(campaign: Campaign, sched: Schedule) -> Option:
     fit = "fits" if split.fits else f"still {fmt_hours(split.over_hours)} h over"
     note = f"2 x {b.days}d at the {source}; {gain}, {fit}; {TWO_HOSTS_CAVEAT}"
     return Option(f"2x{b.days}d", price, split.fits, note, split.committed_hours, split.window_hours,
-                  {"days": b.days, "bundles": 2, "saves_hours": max(0.0, saved)})
+                  {"days": b.days, "bundles": 2, "saves_hours": round(max(0.0, saved), 6)})
 
 
 def reduced_protocol(campaign: Campaign, sched: Schedule) -> Option | None:
@@ -162,7 +162,7 @@ def reduced_protocol(campaign: Campaign, sched: Schedule) -> Option | None:
         note += f"; the decision's control {d.control!r} is dropped with them"
     gives_up = [f"the result of {v.name} ({v.category})" for v in dropped]
     return Option("reduced", b.price_usd, reduced.fits, note, reduced.committed_hours,
-                  reduced.window_hours, {"days": b.days, "bundles": 1, "frees_hours": frees,
+                  reduced.window_hours, {"days": b.days, "bundles": 1, "frees_hours": round(frees, 6),
                                          "dropped": [v.name for v in dropped], "gives_up": gives_up})
 
 
