@@ -53,7 +53,10 @@ def ensure_frozen_plan(campaign: Campaign, conn: sqlite3.Connection, now: float 
     if plan is not None:
         return plan
     plan = plan_snapshot(campaign, now)
-    cur = conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('plan_frozen', ?)", (json.dumps(plan),))
+    try:
+        cur = conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('plan_frozen', ?)", (json.dumps(plan),))
+    except sqlite3.OperationalError:     # a read-only reader (status without a runner): freeze nothing
+        return plan
     if cur.rowcount:
         conn.execute("INSERT INTO events(t, run_id, kind, data) VALUES (?, NULL, 'plan_frozen', ?)",
                      (plan["frozen_at"], json.dumps({"committed_hours": plan.get("committed_hours"),
@@ -154,8 +157,13 @@ def _completion(campaign: Campaign, plan: dict, scope: list[str], runs: list[Run
 
 def _note_completion(conn: sqlite3.Connection, at: float | None, basis: str) -> None:
     """Record once, in the ledger, that the pilot is over (the console's log shows it)."""
-    cur = conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('pilot_complete', ?)",
-                       (json.dumps({"at": at, "basis": basis}),))
+    if conn.execute("SELECT 1 FROM meta WHERE key = 'pilot_complete'").fetchone() is not None:
+        return
+    try:
+        cur = conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('pilot_complete', ?)",
+                           (json.dumps({"at": at, "basis": basis}),))
+    except sqlite3.OperationalError:     # read-only reader
+        return
     if cur.rowcount:
         conn.execute("INSERT INTO events(t, run_id, kind, data) VALUES (?, NULL, 'pilot_complete', ?)",
                      (at or time.time(), json.dumps({"basis": basis})))

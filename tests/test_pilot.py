@@ -151,3 +151,16 @@ def test_bad_decisions_are_refused_without_recording(camp):
     assert conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == 0
     revisit = record_decision(conn, camp, "revisit", ["control"], "the question is mis-aimed", "console")
     assert revisit["variants"] == [] and revisit["dropped"] == []
+
+
+def test_pilot_status_on_a_read_only_ledger_writes_nothing(camp):
+    from runner import ledger
+    conn = open_writable(camp)
+    add_run(conn, camp, "control", config_hash="11111111", state="finished")
+    add_run(conn, camp, "rank16", config_hash="22222222", state="finished")
+    add_run(conn, camp, "rank64", config_hash="33333333", state="finished")
+    ro = ledger.connect(camp.state_dir / "ledger.sqlite", readonly=True)
+    status = pilot_status(camp, ro)
+    assert status["state"] == "awaiting_decision"
+    assert frozen_plan(conn) is None
+    ro.close()
