@@ -1,0 +1,184 @@
+"""The runner's pieces without a runner: wire format, peer check, logind decision, slots, run ids,
+state derivation, ledger writes and the status snapshot."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sqlite3
+import time
+
+import pytest
+
+from runner import ledger as L
+from runner import protocol
+from runner.campaign import load_campaign
+from runner.control import LogindFacts, decide_detach, kills_user_processes
+from runner.daemon import peer_allowed, peer_credentials
+from runner.runid import config_hash, run_id
+from runner.slots import initial_queue, plan_slots
+from runner.status import build_snapshot
+from runner.watcher import derive_end
+from tests.helpers_runner import write_campaign
+
+
+# -- protocol ---------------------------------------------------------------------------------
+
+def test_protocol_round_trip_and_non_finite_floats():
+    msg = {"id": 1, "ok": True, "result": {"loss": float("nan"), "x": [float("inf"), -math.inf, 1.5]}}
+    line = protocol.encode(msg)
+    assert line.endswith(b"\n") and b"NaN" not in line and b"Infinity" not in line
+    back = protocol.decode(line)
+    assert back["result"] == {"loss": "nan", "x": ["inf", "-inf", 1.5]}
+
+
+@pytest.mark.parametrize("raw, words", [
+    (b"", "empty"), (b"{oops", "not JSON"), (b"[1]", "JSON object"), (b"\xff\xfe", "UTF-8"),
+])
+def test_protocol_rejects_malformed_lines(raw, words):
+    with pytest.raises(protocol.ProtocolError, match=words):
+        protocol.decode(raw)
+
+
+def test_protocol_checks_ops_and_arguments():
+    assert protocol.check_request({"id": 3, "op": "abort", "run": "a-1", "reason": "x"}) == \
+        (3, "abort", {"run": "a-1", "reason": "x"})
+    with pytest.raises(protocol.ProtocolError, match="unknown op"):
+        protocol.check_request({"id": 1, "op": "shell", "cmd": "ls"})
+    with pytest.raises(protocol.ProtocolError, match="needs run"):
+        protocol.check_request({"id": 1, "op": "resume"})
+    with pytest.raises(protocol.ProtocolError, match="'op'"):
+        protocol.check_request({"id": 1})
+
+
+# -- peer credentials -------------------------------------------------------------------------
+
+def test_peer_credentials_name_the_connecting_process():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        pid, uid, gid = peer_credentials(a)
+        assert (pid, uid, gid) == (os.getpid(), os.getuid(), os.getgid())
+    finally:
+        a.close()
+        b.close()
+    assert peer_allowed(os.getuid(), os.getuid())
+    assert not peer_allowed(os.getuid() + 1, os.getuid())
+    assert not peer_allowed(0, 1000)            # not even root gets into another user's runner
+    assert not peer_allowed(None, 1000)
+
+
+# -- logind -----------------------------------------------------------------------------------
+
+def facts(**kw):
+    base = dict(kill_user_processes=None, logind_conf=None, in_login_session=True, systemd_run="/usr/bin/systemd-run",
+                user_manager=True)
+    base.update(kw)
+    return LogindFacts(**base)
+
+
+def test_logind_decision():
+    assert not kills_user_processes(facts())                                     # systemd's default
+    assert kills_user_processes(facts(logind_conf="[Login]\nKillUserProcesses=yes\n"))
+    assert not kills_user_processes(facts(logind_conf="#KillUserProcesses=yes\n"))
+    assert not kills_user_processes(facts(kill_user_processes="no", logind_conf="KillUserProcesses=yes"))
+    assert decide_detach(facts()).how == "session" and decide_detach(facts()).warning is None
+    plan = decide_detach(facts(kill_user_processes="yes"))
+    assert plan.how == "systemd-run" and plan.warning is None
+    plan = decide_detach(facts(kill_user_processes="yes", systemd_run=None))
+    assert plan.how == "session" and "will NOT outlive" in plan.warning
+    plan = decide_detach(facts(kill_user_processes="yes", user_manager=False))
+    assert plan.how == "session" and plan.warning
+    plan = decide_detach(facts(kill_user_processes="yes", in_login_session=False))
+    assert plan.how == "session" and plan.warning is None
+
+
+# -- slots and order --------------------------------------------------------------------------
+
+def test_slots_and_launch_order(tmp_path):
+    write_campaign(tmp_path, [{"name": "x", "category": "exploratory"}, {"name": "c", "category": "essential"},
+                              {"name": "u", "category": "useful"}, {"name": "c2", "category": "essential"},
+                              {"name": "off"}], phase=["x", "c", "u", "c2"])
+    c = load_campaign(tmp_path)
+    assert initial_queue(c) == ["c", "c2", "u", "x"]          # "off" is in no phase: only on start
+    cpu = plan_slots(c, gpu_count=0, nvml_error="no driver", env={})
+    assert cpu.total == 1 and cpu.labels == ("",) and "no driver" in cpu.note
+    assert plan_slots(c, gpu_count=1, nvml_error=None, env={}).labels == ("0",)
+    more = plan_slots(c, gpu_count=4, nvml_error=None, env={})        # bundle rents 1 GPU
+    assert more.total == 1 and "rents 1" in more.note
+    forced = plan_slots(c, gpu_count=0, nvml_error="x", env={"CAMPAIGN_SLOTS": "3"})
+    assert forced.total == 3 and forced.labels == ("", "", "") and "CAMPAIGN_SLOTS" in forced.note
+
+
+# -- run identity -----------------------------------------------------------------------------
+
+def test_run_id_follows_the_configuration(tmp_path):
+    write_campaign(tmp_path, [{"name": "a"}], phase=[])
+    c = load_campaign(tmp_path)
+    rid = run_id(c, c.variant("a"))
+    assert rid.startswith("a-") and len(rid) == len("a-") + 8
+    assert run_id(load_campaign(tmp_path), c.variant("a")) == rid            # stable
+    text = (tmp_path / "campaign.toml").read_text()
+    (tmp_path / "campaign.toml").write_text(text.replace('category = "essential"', 'category = "useful"'))
+    assert run_id(load_campaign(tmp_path), load_campaign(tmp_path).variant("a")) == rid   # scheduling only
+    (tmp_path / "campaign.toml").write_text(text.replace('metric = "loss"', 'metric = "dev_loss"'))
+    c2 = load_campaign(tmp_path)
+    assert run_id(c2, c2.variant("a")) != rid                                # a rule changed
+    (tmp_path / "campaign.toml").write_text(text)
+    (tmp_path / "steps.py").write_text((tmp_path / "steps.py").read_text() + "\n# a fix\n")
+    c3 = load_campaign(tmp_path)
+    assert config_hash(c3, c3.variant("a")) != rid.split("-")[1]             # the script changed
+
+
+# -- state derivation -------------------------------------------------------------------------
+
+def test_state_from_the_run_folder_files():
+    assert derive_end(None, None, 1)[0] == "failed" and "supervisor lost" in derive_end(None, None, 1)[1]
+    assert derive_end({"attempt": 1, "returncode": 0}, None, 1) == ("finished", None)
+    assert derive_end({"attempt": 1, "returncode": None, "signal": 15, "killed_by": "rule"},
+                      {"attempt": 1, "kind": "nonfinite", "reason": "loss is nan"}, 1) == ("stopped", "loss is nan")
+    # a verdict from an earlier attempt does not stop this one
+    assert derive_end({"attempt": 2, "returncode": 0}, {"attempt": 1, "reason": "old"}, 2) == ("finished", None)
+    assert derive_end({"attempt": 1, "returncode": None, "signal": 15, "killed_by": "abort"}, None, 1)[0] == "aborted"
+    assert derive_end({"attempt": 1, "returncode": 3}, None, 1) == ("failed", "exit code 3")
+    assert derive_end({"attempt": 1, "returncode": 0}, None, 2)[0] == "failed"    # exit.json of another attempt
+
+
+# -- ledger and snapshot ----------------------------------------------------------------------
+
+def test_ledger_records_and_snapshot_reads_it(tmp_path):
+    write_campaign(tmp_path, [{"name": "a", "extra": 'checkpoint_every = "10m"\n'}], phase=[],
+                   rules='[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n[[rule]]\nkind = "truncated"\n'
+                         'max_fraction = 0.1\n')
+    c = load_campaign(tmp_path)
+    led = L.Ledger(tmp_path / ".campaign" / "ledger.sqlite")
+    now = time.time()
+    led.insert_run({"id": "a-00000001", "variant": "a", "category": "essential", "config_hash": "00000001",
+                    "state": "running", "run_dir": str(tmp_path / "runs" / "a-00000001"), "planned_hours": 1,
+                    "queued_at": now - 100, "launched_at": now - 90, "attempt_started_at": now - 90,
+                    "attempts": 1})
+    led.record_metrics("a-00000001", [{"t": now - 50, "step": 10, "loss": 2.0, "truncated": 1, "samples": 100},
+                                      {"event": "checkpoint", "step": 10},
+                                      {"t": now - 40, "step": 20, "loss": float("nan"), "samples": 100}],
+                       offset=123, bad_lines=2, restarts=0)
+    led.upsert_checkpoint("a-00000001", "/x/ckpt-10.pt", step=10, t=now - 45, verified=1, grade="full",
+                          holds=["model"], problems=[])
+    led.event("verdict", "a-00000001", durable=True, rule="nonfinite", value=float("nan"))
+    ro = L.connect(led.path, readonly=True)
+    with pytest.raises(sqlite3.OperationalError):
+        ro.execute("DELETE FROM runs")
+    snap = build_snapshot(c, ro, runner={"pid": 1, "started_at": now, "version": "t"}, slots={"total": 1, "busy": 1},
+                          now=now)
+    json.dumps(snap, allow_nan=False)                      # strict JSON
+    (run,) = snap["runs"]
+    assert run["step"] == 20 and run["loss"] == "nan" and run["bad_lines"] == 2
+    assert run["checkpoint_step"] == 10 and run["checkpoint_verified"] is True
+    assert 500 < run["next_checkpoint_seconds"] < 600         # 10 min after the checkpoint 45 s ago
+    states = {r["kind"]: r for r in run["rules"]}
+    assert states["nonfinite"]["state"] == "fired" and states["truncated"]["value"] == pytest.approx(0.005)
+    assert states["truncated"]["state"] == "ok"
+    assert snap["events"][-1]["kind"] == "verdict" and snap["bundle"]["warning"] == "ok"
+    assert [v["runs"] for v in snap["variants"]] == [["a-00000001"]]
+    ro.close()
+    led.close()
