@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -167,14 +168,14 @@ class MetricStream:
             self.restarts += 1
             self.offset = 0
             self._pending = b""
-        records = self._read(max_bytes)
+        records = self._read(size, max_bytes)
         if not self.behind and self._replaced():
             # the old file is drained; a new one took its place: follow it from its start
             self.close()
             self._pending = b""
             if self._open():
                 self.restarts += 1
-                records.extend(self._read(max_bytes))
+                records.extend(self._read(os.fstat(self._fd).st_size, max_bytes))
         return records
 
     def iter_batches(self, max_bytes: int = DEFAULT_READ_BYTES) -> Iterator[list[dict]]:
@@ -186,9 +187,13 @@ class MetricStream:
             if not self.behind:
                 return
 
-    def _read(self, max_bytes: int) -> list[dict]:
-        data = os.pread(self._fd, max_bytes, self.offset)
-        self.behind = len(data) == max_bytes
+    def _read(self, size: int, max_bytes: int) -> list[dict]:
+        """Read up to `size` (what fstat says is there: no oversized buffer is allocated)."""
+        n = min(max_bytes, size - self.offset)
+        self.behind = size - self.offset > max_bytes
+        if n <= 0:
+            return []
+        data = os.pread(self._fd, n, self.offset)
         if not data:
             return []
         self.offset += len(data)
@@ -214,6 +219,7 @@ class MetricStream:
 
 _IN_MODIFY, _IN_ATTRIB, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x4, 0x80, 0x100
 _IN_DELETE_SELF, _IN_MOVE_SELF = 0x400, 0x800
+_EVENT = struct.Struct("iIII")             # struct inotify_event: wd, mask, cookie, len (+ name)
 
 
 class FileWatch:
@@ -229,7 +235,7 @@ class FileWatch:
         self._libc = libc
         self.path = path
         self._file_ino: tuple[int, int] | None = None
-        self._add(path.parent, _IN_CREATE | _IN_MOVED_TO)
+        self._dir_wd = self._add(path.parent, _IN_CREATE | _IN_MOVED_TO)
         self.rewatch()
 
     @classmethod
@@ -247,14 +253,15 @@ class FileWatch:
             os.close(fd)
             return None
 
-    def _add(self, path: Path, mask: int) -> bool:
+    def _add(self, path: Path, mask: int) -> int:
+        """The watch descriptor (> 0), or 0 when `path` does not exist (yet)."""
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), mask)
         if wd < 0:
             err = ctypes.get_errno()
             if err == errno.ENOENT:
-                return False
+                return 0
             raise OSError(err, os.strerror(err), str(path))
-        return True
+        return wd
 
     def rewatch(self) -> None:
         """Watch the file now at `path` (after it appeared or was replaced)."""
@@ -270,13 +277,19 @@ class FileWatch:
         return self._fd
 
     def drain(self) -> None:
-        """Consume pending events (their details do not matter: the reader re-reads the file)."""
+        """Consume pending events. Their details hardly matter (the reader re-reads the file):
+        only an event on the folder (a file created or renamed in) means the file may be new."""
         try:
-            while os.read(self._fd, 65536):
-                pass
+            data = os.read(self._fd, 65536)      # level-triggered: anything left wakes us again
         except BlockingIOError:
-            pass
-        self.rewatch()
+            return
+        pos, folder_event = 0, False
+        while pos + 16 <= len(data):
+            wd, _mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            folder_event |= wd == self._dir_wd
+            pos += 16 + length
+        if folder_event or self._file_ino is None:
+            self.rewatch()
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -124,6 +124,7 @@ class Supervisor:
         self.tree: dict[int, psutil.Process] = {}
         self.terms_received = 0
         self.usr1_pending = 0
+        self.sigchld = 0
         self.pipe_buf = b""
         self.stdout_fd: int | None = None
         self.log = open(self.run_dir / OUTPUT_LOG, "ab", buffering=0)
@@ -136,7 +137,8 @@ class Supervisor:
         self._install_signals()
         start_offset = self.metrics_path.stat().st_size if self.metrics_path.exists() else 0
         self.stream = MetricStream(self.metrics_path, start_offset=start_offset)
-        self.watch = FileWatch.open_watch(self.metrics_path)
+        # CAMPAIGN_SUPERVISOR_POLL=1 forces the fallback poll (hosts without inotify; benchmarks)
+        self.watch = None if os.environ.get("CAMPAIGN_SUPERVISOR_POLL") else FileWatch.open_watch(self.metrics_path)
         if self.watch is not None:
             self.sel.register(self.watch, selectors.EVENT_READ, "metrics")
         self.started_at = time.time()
@@ -179,7 +181,10 @@ class Supervisor:
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
         signal.signal(signal.SIGUSR1, on_usr1)
-        signal.signal(signal.SIGCHLD, lambda s, f: None)   # only to wake the loop
+        def on_chld(signum, frame):
+            self.sigchld += 1
+
+        signal.signal(signal.SIGCHLD, on_chld)     # wakes the loop; orphans are reaped then
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -232,7 +237,9 @@ class Supervisor:
         self.checkpoints.check_timeout()
         if self.kill_deadline is not None and self.kill_at is None and time.monotonic() >= self.kill_deadline:
             self._kill_now()
-        self._reap_orphans()
+        if self.sigchld:
+            self.sigchld = 0
+            self._reap_orphans()
 
     def _handle_signals(self) -> None:
         if self.usr1_pending:

@@ -127,3 +127,39 @@ def test_regex_metrics_for_unmodified_scripts(tmp_path):
     append(p, b"5\n")
     assert s.poll() == [{"step": 2, "loss": 2.5}]
     s.close()
+
+
+def test_file_watch_wakes_on_create_write_and_replace(tmp_path):
+    import select
+
+    from runner.metric_stream import FileWatch
+
+    p = tmp_path / "metrics.jsonl"
+    w = FileWatch.open_watch(p)
+    if w is None:
+        import pytest
+        pytest.skip("no inotify on this host")
+
+    def ready():
+        r, _, _ = select.select([w], [], [], 5.0)
+        w.drain()
+        return bool(r)
+
+    try:
+        assert select.select([w], [], [], 0)[0] == []
+        p.write_bytes(b'{"step": 1}\n')                 # created
+        assert ready()
+        while select.select([w], [], [], 0.05)[0]:     # settle the events of the first write
+            w.drain()
+        append(p, b'{"step": 2}\n')                     # written
+        assert ready()
+        new = tmp_path / "new"
+        new.write_bytes(b"")
+        os.replace(new, p)                               # replaced
+        assert ready()
+        while select.select([w], [], [], 0.05)[0]:
+            w.drain()
+        append(p, b'{"step": 3}\n')                     # the new file is watched too
+        assert ready()
+    finally:
+        w.close()
