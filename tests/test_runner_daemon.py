@@ -281,3 +281,31 @@ def test_connection_from_another_user_is_refused(monkeypatch):
     finally:
         kill_processes_under(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_async_client_requests_and_subscription(camp):
+    write_campaign(camp, [{"name": "a", "n": 60, "delay": 0.02}], phase=[])
+    c = load_campaign(camp)
+    control.ensure_running(c)
+    ac = client.AsyncClient(c, timeout=30)
+    assert (await ac.request("ping"))["pong"] is True
+    events = ac.subscribe()
+    first = await events.__anext__()
+    assert first["event"] == "status" and first["data"]["campaign"]["name"] == "t"
+    started = await ac.request("start", variant="a")
+    kinds = set()
+    async for ev in events:
+        if ev["event"] == "log":
+            kinds.add(ev["data"]["kind"])
+        if "finished" in kinds:
+            break
+    assert {"queued", "launched", "finished"} <= kinds
+    with pytest.raises(Exception, match="not declared"):
+        await ac.request("start", variant="zzz")
+    await events.aclose()
+    await ac.close()
+    # the client survives a runner restart: the next request reconnects
+    control.down(c)
+    control.up(c)
+    assert (await ac.request("status"))["runs"][0]["id"] == started["run"]
+    await ac.close()
