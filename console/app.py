@@ -54,6 +54,7 @@ class CampaignConsole(App):
         self.main_screen: MainScreen | None = None
         self._ticking = False
         self._states: dict[str, str] = {}
+        self.actions: list[tuple[str, dict]] = []      # what was asked of the runner, in order
         if keymap:
             self.set_keymap(keymap)
 
@@ -150,13 +151,15 @@ class CampaignConsole(App):
                 self.notify(f"{rid} finished")
 
     # -- actions go to the runner ---------------------------------------------------------------
-    async def act(self, op: str, done: str, **args: Any) -> Any:
+    async def act(self, op: str, what: str, **args: Any) -> Any:
+        """Send one action to the runner and say what it answered."""
+        self.actions.append((op, args))
         try:
             result = await self.source.request(op, **args)
         except SourceError as exc:
-            self.notify(f"{op} refused: {exc}", severity="error", timeout=8)
+            self.notify(f"{what} refused: {exc}", severity="error", timeout=8)
             return None
-        self.notify(done)
+        self.notify(describe_result(op, args, result))
         if self.auto_tick:
             self.call_later(self.tick)
         return result
@@ -166,6 +169,17 @@ class CampaignConsole(App):
             await self.source.close()
         except Exception:
             pass
+
+
+def describe_result(op: str, args: dict, result: Any) -> str:
+    r = result if isinstance(result, dict) else {}
+    run = r.get("run") or args.get("run") or args.get("variant")
+    if op == "checkpoint":
+        return f"{run}: checkpoint requested"
+    state = r.get("state")
+    if op == "start" and state == "queued":
+        return f"{run}: queued (starts when a slot is free)"
+    return f"{op} {run}: {state}" if state else f"{op} {run}: done"
 
 
 def make_app(source: StatusSource | None = None, *, campaign_file: str | Path | None = None,

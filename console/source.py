@@ -46,7 +46,8 @@ class RunnerSource:
 
         self.root = Path(root)
         self.description = f"runner of {self.root}"
-        self._client = AsyncClient(self.root, timeout=timeout)
+        # a str, not a Path: `paths_for` reads a `.root` attribute, and every Path has one ("/")
+        self._client = AsyncClient(str(self.root), timeout=timeout)
 
     async def status(self) -> dict:
         return await self.request("status")

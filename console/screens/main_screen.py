@@ -72,11 +72,16 @@ class MainScreen(Screen):
 
     # -- actions ------------------------------------------------------------------------------
     async def action_start_next(self) -> None:
-        queue = (self.app.snapshot or {}).get("queue") or []
-        if not queue:
-            self.notify("nothing is queued: press s to start a chosen variant", severity="warning")
+        """The first queued variant, else the first declared variant that has no run yet."""
+        snap = self.app.snapshot or {}
+        queue = snap.get("queue") or []
+        fresh = [v.get("name") for v in snap.get("variants") or [] if not v.get("runs")]
+        name = queue[0] if queue else (fresh[0] if fresh else None)
+        if name is None:
+            self.notify("nothing left to start: every variant has a run (s starts a chosen one)",
+                        severity="warning")
             return
-        await self.app.act("start", f"started {queue[0]}", variant=queue[0])
+        await self.app.act("start", "start", variant=name)
 
     def action_start_variant(self) -> None:
         snap = self.app.snapshot or {}
@@ -87,7 +92,7 @@ class MainScreen(Screen):
 
         async def chosen(name: str | None) -> None:
             if name:
-                await self.app.act("start", f"started {name}", variant=name)
+                await self.app.act("start", "start", variant=name)
 
         self.app.push_screen(StartDialog(variants, snap.get("queue") or []), chosen)
 
@@ -102,7 +107,7 @@ class MainScreen(Screen):
 
         async def confirmed(reason: str | None) -> None:
             if reason:
-                await self.app.act("abort", f"aborted {row['id']}", run=row["id"], reason=reason)
+                await self.app.act("abort", "abort", run=row["id"], reason=reason)
 
         self.app.push_screen(AbortDialog(row["id"]), confirmed)
 
@@ -115,14 +120,14 @@ class MainScreen(Screen):
             self.notify(f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume",
                         severity="warning")
             return
-        await self.app.act("resume", f"resuming {row['id']}", run=row["id"])
+        await self.app.act("resume", "resume", run=row["id"])
 
     async def action_checkpoint(self) -> None:
         row = self.selected_row()
         if row is None or row.get("state") != "running":
             self.notify("select a running run to checkpoint", severity="warning")
             return
-        await self.app.act("checkpoint", f"asked {row['id']} for a checkpoint", run=row["id"])
+        await self.app.act("checkpoint", "checkpoint", run=row["id"])
 
     def action_detail(self) -> None:
         rid = self.selected_run
