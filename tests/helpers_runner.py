@@ -18,6 +18,7 @@ STEPS_SCRIPT = r'''
 import json, os, sys, time
 run_dir = os.environ["CAMPAIGN_RUN_DIR"]
 n, delay = int(sys.argv[1]), float(sys.argv[2])
+nan_at = int(sys.argv[3]) if len(sys.argv) > 3 else -1
 attempt = int(os.environ.get("CAMPAIGN_ATTEMPT", "1"))
 path = os.path.join(run_dir, "metrics.jsonl")
 start = 0
@@ -26,7 +27,8 @@ if attempt > 1 and os.path.exists(path):
         start = sum(1 for _ in f)
 with open(path, "a") as f:
     for step in range(start, n):
-        f.write(json.dumps({"t": time.time(), "step": step, "loss": 1.0 / (step + 1), "attempt": attempt}) + "\n")
+        f.write(json.dumps({"t": time.time(), "step": step, "loss": float("nan") if step == nan_at else 1.0 / (step + 1),
+                            "attempt": attempt}) + "\n")
         f.flush()
         time.sleep(delay)
 '''
@@ -50,7 +52,8 @@ def write_campaign(root: Path, variants: list[dict[str, Any]], *, phase: list[st
         parts.append("[[phase]]\nname = \"main\"\nvariants = [" + ", ".join(f'"{n}"' for n in names) + "]\n")
     for v in variants:
         parts.append(f'[[variant]]\nname = "{v["name"]}"\ncategory = "{v.get("category", "essential")}"\n'
-                     f'command = ["{sys.executable}", "steps.py", "{v.get("n", 20)}", "{v.get("delay", 0.05)}"]\n'
+                     f'command = ["{sys.executable}", "steps.py", "{v.get("n", 20)}", "{v.get("delay", 0.05)}"'
+                     + (f', "{v["nan_at"]}"' if "nan_at" in v else "") + ']\n'
                      f'hours = {v.get("hours", 1)}\n' + v.get("extra", ""))
     parts.append(rules)
     path = root / "campaign.toml"

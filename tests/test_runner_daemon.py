@@ -309,3 +309,21 @@ async def test_async_client_requests_and_subscription(camp):
     control.up(c)
     assert (await ac.request("status"))["runs"][0]["id"] == started["run"]
     await ac.close()
+
+
+def test_rule_stop_is_recorded_with_rule_value_and_step(camp):
+    write_campaign(camp, [{"name": "a", "n": 2000, "delay": 0.01, "nan_at": 30}], phase=[])
+    c = load_campaign(camp)
+    control.up(c)
+    rid = client.request(c, "start", variant="a")["run"]
+    run = wait_for(lambda: (lambda r: r if r and r["state"] == "stopped" else None)(run_of(status(c), "a")),
+                   what="the run to be stopped by its rule")
+    assert run["id"] == rid and run["stop_rule"] == "nonfinite" and run["stop_value"] == "nan"
+    assert run["loss"] == "nan" and run["ended_at"]
+    assert [r for r in run["rules"] if r["kind"] == "nonfinite"][0]["state"] == "fired"
+    conn = ledger_ro(c)
+    row = L.get_run(conn, rid)
+    verdicts = [e for e in L.events(conn, run_id=rid) if e["kind"] == "verdict"]
+    conn.close()
+    assert row["stop_step"] == 30 and row["state"] == "stopped"
+    assert verdicts and verdicts[0]["rule"] == "nonfinite" and verdicts[0]["step"] == 30

@@ -182,3 +182,52 @@ def test_ledger_records_and_snapshot_reads_it(tmp_path):
     assert [v["runs"] for v in snap["variants"]] == [["a-00000001"]]
     ro.close()
     led.close()
+
+
+def test_run_watch_follows_a_folder_and_resumes_from_the_ledger_offset(tmp_path):
+    from runner.watcher import RunWatch
+    run_dir = tmp_path / "runs" / "a-00000002"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    led = L.Ledger(tmp_path / "l.sqlite")
+    run = {"id": "a-00000002", "variant": "a", "category": "essential", "config_hash": "00000002",
+           "state": "running", "run_dir": str(run_dir), "planned_hours": 1, "attempts": 1}
+    led.insert_run(run)
+    metrics = run_dir / "metrics.jsonl"
+    with open(metrics, "w") as f:
+        f.write('{"t": 1, "step": 1, "loss": 3.0}\nnot json\n{"t": 2, "step": 2, "lo')   # partial last line
+    w = RunWatch(led, run, root=tmp_path, metrics_regex=None, checkpoint_glob=None)
+    assert w.poll()
+    assert L.metric_last(led.conn)["a-00000002"]["loss"]["value"] == 3.0
+    with open(metrics, "a") as f:
+        f.write('ss": 2.5}\n{"t": 3, "event": "checkpoint", "step": 2, "path": "runs/a-00000002/checkpoints/c2.pt", '
+                '"bytes": 10}\n')
+    w.poll()
+    prog = L.progress(led.conn)["a-00000002"]
+    assert (prog["lines"], prog["bad_lines"], prog["last_step"]) == (2, 1, 2)
+    assert L.metric_last(led.conn)["a-00000002"]["loss"]["value"] == 2.5
+    (run_dir / "checkpoints" / "c2.verify.json").write_text(json.dumps(
+        {"path": str(tmp_path / "runs/a-00000002/checkpoints/c2.pt"), "step": 2, "verified": True, "grade": "full",
+         "holds": ["model"], "problems": [], "verify_seconds": 0.5, "at": 4}))
+    w.poll()
+    (ck,) = L.checkpoints(led.conn, "a-00000002")
+    assert ck["verified"] == 1 and ck["grade"] == "full" and ck["bytes"] == 10 and ck["step"] == 2
+    w.close()
+
+    # a restarted runner picks up at the ledger's offset: nothing counted twice
+    with open(metrics, "a") as f:
+        f.write('{"t": 5, "step": 3, "loss": NaN}\n')
+    w2 = RunWatch(led, run, root=tmp_path, metrics_regex=None, checkpoint_glob=None, offset=prog["offset"])
+    (run_dir / "verdict.json").write_text(json.dumps({"attempt": 1, "kind": "nonfinite", "metric": "loss",
+                                                      "value": float("nan"), "step": 3, "at": 5,
+                                                      "reason": "loss is nan at step 3"}))
+    (run_dir / "exit.json").write_text(json.dumps({"attempt": 1, "returncode": None, "signal": 15,
+                                                   "killed_by": "rule", "ended_at": 6}))
+    state, reason, _ = w2.finish()
+    assert (state, reason) == ("stopped", "loss is nan at step 3")
+    prog = L.progress(led.conn)["a-00000002"]
+    assert prog["lines"] == 3 and prog["last_step"] == 3
+    assert math.isnan(L.metric_last(led.conn)["a-00000002"]["loss"]["value"])
+    row = led.run("a-00000002")
+    assert (row["stop_rule"], row["stop_value"], row["stop_step"]) == ("nonfinite", "nan", 3)
+    w2.close()
+    led.close()
