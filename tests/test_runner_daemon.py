@@ -327,3 +327,43 @@ def test_rule_stop_is_recorded_with_rule_value_and_step(camp):
     conn.close()
     assert row["stop_step"] == 30 and row["state"] == "stopped"
     assert verdicts and verdicts[0]["rule"] == "nonfinite" and verdicts[0]["step"] == 30
+
+
+PRINTER = r'''
+import signal, sys, time
+asked = 0
+def on_usr1(signum, frame):
+    global asked
+    asked = 1
+signal.signal(signal.SIGUSR1, on_usr1)
+for i in range(int(sys.argv[1])):
+    print(f"iter {i}: loss {2.0 / (i + 1):.4f} ck {asked}", flush=True)
+    time.sleep(0.02)
+'''
+
+
+def test_unmodified_script_checkpoint_signal_detail_and_decision(camp):
+    regex = r"iter (?P<step>\d+): loss (?P<loss>\S+) ck (?P<ck>\d)"
+    write_campaign(camp, [{"name": "plain", "n": 3000,
+                           "extra": f"metrics_regex = '{regex}'\n"}], phase=[])
+    (camp / "printer.py").write_text(PRINTER)
+    text = (camp / "campaign.toml").read_text().replace('"steps.py"', '"printer.py"')
+    (camp / "campaign.toml").write_text(text.replace('"printer.py", "3000", "0.05"', '"printer.py", "3000"'))
+    c = load_campaign(camp)
+    control.up(c)
+    rid = client.request(c, "start", variant="plain")["run"]
+    wait_for(lambda: ((run_of(status(c), "plain") or {}).get("step") or 0) >= 5, what="regex metrics")
+    run = run_of(status(c), "plain")
+    assert isinstance(run["loss"], float) and run["metrics"]["ck"] == 0
+    assert client.request(c, "checkpoint", run=rid) == {"run": rid, "signalled": True}
+    wait_for(lambda: run_of(status(c), "plain")["metrics"].get("ck") == 1, what="SIGUSR1 to reach the script")
+    detail = client.request(c, "run_detail", run=rid)
+    assert detail["run"]["id"] == rid and detail["config"]["variant"]["metrics_regex"] == regex
+    assert any(line.startswith("iter ") for line in detail["log_tail"])
+    assert [e["kind"] for e in detail["events"]][:2] == ["queued", "launched"]
+    decided = client.request(c, "decide", choice="continue", variants=[], note="looks fine", who="test")
+    assert decided["choice"] == "continue"
+    assert client.request(c, "status")["events"][-1]["kind"] in ("decision", "checkpoint_requested")
+    with pytest.raises(Exception, match="choice"):
+        client.request(c, "decide", choice="maybe", who="test")
+    client.request(c, "abort", run=rid, reason="enough")
