@@ -261,6 +261,10 @@ class RunManager:
             state, reason = "aborted", run.get("stop_reason")
         elif state == "stopped":
             reason = run.get("stop_reason") or reason
+        if state == "failed" and reason and reason.startswith("supervisor lost"):
+            tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
+            if tail:
+                reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
         started = run.get("attempt_started_at") or ended
         cols: dict[str, Any] = dict(state=state, ended_at=ended, exit_attempt=act.attempt,
                                     returncode=(exit_info or {}).get("returncode"),
@@ -391,3 +395,13 @@ class RunManager:
                 out.append(run["id"])
         return out
 
+
+
+def _tail_lines(path: Path, max_bytes: int = 4096) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []

@@ -367,3 +367,33 @@ def test_unmodified_script_checkpoint_signal_detail_and_decision(camp):
     with pytest.raises(Exception, match="choice"):
         client.request(c, "decide", choice="maybe", who="test")
     client.request(c, "abort", run=rid, reason="enough")
+
+
+def test_down_falls_back_to_sigterm_when_the_socket_is_gone(camp):
+    write_campaign(camp, [{"name": "a", "n": 5}], phase=[])
+    c = load_campaign(camp)
+    pid = control.up(c).pid
+    paths_for(c).socket.unlink()                      # the socket is gone; the runner is not
+    res = control.down(c, timeout=60)
+    assert res.was_running and res.pid == pid and "SIGTERM" in res.message
+    assert not control.lock_is_held(paths_for(c))
+    # a pid file naming some other live process is never signalled
+    paths_for(c).pid.write_text(json.dumps({"pid": os.getpid(), "create_time": psutil.Process().create_time()}))
+    assert control.down(c).was_running is False
+
+
+def test_a_command_that_cannot_start_fails_with_its_reason_and_frees_the_slot(camp):
+    write_campaign(camp, [{"name": "broken", "n": 5}, {"name": "ok", "n": 3}], phase=[])
+    text = (camp / "campaign.toml").read_text()
+    first_cmd = text.index("command = [")
+    text = text[:first_cmd] + 'command = ["./no-such-program"]\n' + text[text.index("\n", first_cmd) + 1:]
+    (camp / "campaign.toml").write_text(text)
+    c = load_campaign(camp)
+    control.up(c)
+    client.request(c, "start", variant="broken")
+    run = wait_for(lambda: (lambda r: r if r and r["state"] == "failed" else None)(run_of(status(c), "broken")),
+                   what="the broken run to fail")
+    assert "no-such-program" in run["stop_reason"]
+    client.request(c, "start", variant="ok")
+    wait_for(lambda: (run_of(status(c), "ok") or {}).get("state") == "finished", what="the next run to use the slot")
+    assert status(c)["slots"]["busy"] == 0
