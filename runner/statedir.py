@@ -51,8 +51,9 @@ class StatePaths:
 
 def paths_for(campaign_or_root: object) -> StatePaths:
     """StatePaths from a Campaign (its `root`), a campaign folder, or a campaign.toml path."""
-    root = getattr(campaign_or_root, "root", None)
-    if root is None:
-        p = Path(campaign_or_root).absolute()  # type: ignore[arg-type]
-        root = p.parent if p.suffix == ".toml" else p
-    return StatePaths(Path(root).absolute())
+    if isinstance(campaign_or_root, StatePaths):
+        return campaign_or_root
+    if isinstance(campaign_or_root, (str, os.PathLike)):     # a Path's own `.root` is "/": not ours
+        p = Path(campaign_or_root).absolute()
+        return StatePaths(p.parent if p.suffix == ".toml" else p)
+    return StatePaths(Path(campaign_or_root.root).absolute())  # type: ignore[attr-defined]

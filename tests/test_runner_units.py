@@ -231,3 +231,14 @@ def test_run_watch_follows_a_folder_and_resumes_from_the_ledger_offset(tmp_path)
     assert (row["stop_rule"], row["stop_value"], row["stop_step"]) == ("nonfinite", "nan", 3)
     w2.close()
     led.close()
+
+
+def test_state_paths_from_a_campaign_a_folder_or_a_file(tmp_path):
+    from pathlib import Path
+    from runner.statedir import paths_for
+    write_campaign(tmp_path, [{"name": "a"}], phase=[])
+    want = tmp_path / ".campaign" / "runner.sock"
+    for target in (load_campaign(tmp_path), tmp_path, str(tmp_path), tmp_path / "campaign.toml",
+                   str(tmp_path / "campaign.toml")):
+        assert paths_for(target).socket == want, target
+    assert isinstance(paths_for(Path(tmp_path)).root, Path)
