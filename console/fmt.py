@@ -69,10 +69,11 @@ def parse_iso(text: str | None) -> dt.datetime | None:
         return None
 
 
-def fmt_iso_local(text: str | None, tz: dt.tzinfo | None = None) -> str:
-    """An ISO UTC time shown in the user's zone (or `tz`, fixed in tests and screenshots)."""
+def fmt_iso_local(text: str | None, tz: dt.tzinfo | None = None, *, short: bool = False) -> str:
+    """An ISO UTC time shown in the user's zone (or `tz`, fixed in tests and screenshots);
+    `short` drops the date (the weekday stays: a window is at most 30 days)."""
     when = parse_iso(text)
     if when is None:
         return "-"
     local = when.astimezone(tz) if tz is not None else when.astimezone()
-    return local.strftime("%a %d %b %H:%M %Z").strip()
+    return local.strftime("%a %H:%M %Z" if short else "%a %d %b %H:%M %Z").strip()

@@ -86,26 +86,24 @@ def ssh_target(user: str | None = None, host: str | None = None, port: int | Non
 
 def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, host: str | None = None,
                  port: int | None = None) -> str:
-    """One `rsync` line to run on your own machine: the listed paths, layout kept (`/./` marks
-    where the kept part starts), into ./<campaign name>/."""
+    """An `rsync` to run on your own machine, pulling the listed paths (relative to the campaign
+    folder, layout kept) into ./<campaign folder name>/. The paths go in a here-document, one a
+    line, so that the command stays paste-able however many there are."""
     root = Path((snapshot.get("campaign") or {}).get("root") or ".")
-    name = (snapshot.get("campaign") or {}).get("name") or root.name
     target, port = ssh_target(user, host, port)
-    sources = []
-    seen = set()
+    paths: list[str] = []
 
     def add(path: Path) -> None:
         try:
-            spec = f"{root}/./{path.relative_to(root)}"
+            rel = str(path.relative_to(root))
         except ValueError:
-            spec = str(path)
-        if spec not in seen:
-            seen.add(spec)
-            sources.append(f"{target}:{spec}")
+            return                                   # outside the campaign folder: not ours to pull
+        if rel not in paths:
+            paths.append(rel)
 
     for item in items:
         if item.kind == "checkpoint" and item.bytes == 0:
-            continue                                     # not verified: not worth the transfer
+            continue                                 # not verified: not worth the transfer
         if item.kind == "deliverable" and item.path.is_relative_to(root) and item.path != root:
             add(root / item.path.relative_to(root).parts[0])   # the output folder once, whole
         elif item.kind == "records":
@@ -116,8 +114,7 @@ def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, 
             sidecar = item.path.with_suffix(".json")        # the checkpoint's sidecar (sha256, holds)
             if item.kind == "checkpoint" and sidecar.exists():
                 add(sidecar)
-    parts = ["rsync", "-avP", "--relative"]
-    if port:
-        parts += ["-e", f"ssh -p {port}"]
-    parts += sources + [f"./{name}/"]
-    return " ".join(shlex.quote(p) for p in parts)
+    head = "rsync -avrP --files-from=-" + (f" -e {shlex.quote(f'ssh -p {port}')}" if port else "")
+    lines = [head, shlex.quote(f"{target}:{root}/"), shlex.quote(f"./{root.name}/") + " <<'END'"]
+    # one argument a line, joined by backslash-newline: a narrow terminal wraps nothing mid-word
+    return " \\\n  ".join(lines) + "\n" + "\n".join(paths) + "\nEND"

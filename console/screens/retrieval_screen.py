@@ -15,10 +15,11 @@ from console.retrieval import copy_command, retrieval_items
 
 
 class RetrievalScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="retrieval.back")]
+    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="retrieval.back"),
+                Binding("y", "copy", "copy command", id="retrieval.copy")]
     DEFAULT_CSS = """
     RetrievalScreen Static { padding: 0 1; }
-    RetrievalScreen #command { border: round $accent; margin: 0 0 1 0; }
+    RetrievalScreen #command { background: $boost; margin: 0 0 1 0; }
     """
 
     def __init__(self, snapshot: dict, output_dir: str, *, now: float, tz=None, ssh: dict | None = None) -> None:
@@ -60,6 +61,12 @@ class RetrievalScreen(Screen):
         with VerticalScroll():
             yield Static(head)
             yield Static(table)
-            yield Static(Text(f"total {fmt_bytes(total)} — run this on your own machine:", style="dim"))
-            yield Static(Text(copy_command(self.snapshot, items, **self.ssh)), id="command")
+            self.command = copy_command(self.snapshot, items, **self.ssh)
+            yield Static(Text(f"total {fmt_bytes(total)} — on your own machine, paste (y copies it):",
+                              style="dim"))
+            yield Static(Text(self.command), id="command")
         yield Footer()
+
+    def action_copy(self) -> None:
+        self.app.copy_to_clipboard(self.command)
+        self.notify("copied (through the terminal: OSC 52)")

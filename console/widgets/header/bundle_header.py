@@ -30,20 +30,20 @@ class BundleHeader(Static):
         gpus = b.get("gpus") or 1
         plan = f"{b.get('gpu', '?')}{' x' + str(gpus) if gpus and gpus > 1 else ''} {b.get('plan') or str(b.get('days', '?')) + 'd'}"
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"{name} ", style="bold")
-        text.append(f"{plan}")
+        text.append(plan, style="bold")
         if price is not None:
             text.append(f" ${price:,.2f}")
         text.append(" │ ")
         if expiry.remaining_seconds is None:
             text.append("window unknown")
         elif expiry.level == "expired":
-            text.append(f"EXPIRED {format_duration(-expiry.remaining_seconds)} ago")
+            text.append(f"EXPIRED {format_duration(-expiry.remaining_seconds)} ago", style="bold")
         else:
             text.append("left ")
             text.append(format_duration(expiry.remaining_seconds), style="bold")
         text.append(" │ retrieve by ")
-        text.append(fmt_iso_local(b.get("retrieve_by"), tz), style="bold")
+        text.append(fmt_iso_local(b.get("retrieve_by"), tz, short=True), style="bold")
+        text.append(f" │ {name}")
         self.update(text)
         for level in LEVELS:
             self.set_class(level == expiry.level, f"-{level}")

@@ -10,8 +10,8 @@ from console.expiry import Expiry
 from console.fmt import format_duration
 
 MESSAGES = {
-    "warning": "WARNING: {to_retrieve} until the retrieval deadline — plan what leaves the host (f)",
-    "critical": "CRITICAL: past the retrieval deadline — copy the files off now (f); expires in {remaining}",
+    "warning": "WARNING: {to_retrieve} to the retrieval deadline — see what must leave the host (f)",
+    "critical": "CRITICAL: retrieval deadline passed — copy files off now (f); expires in {remaining}",
     "expired": "EXPIRED: the rental window has closed — files left on the host may be gone",
 }
 

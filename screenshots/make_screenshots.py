@@ -1,0 +1,82 @@
+"""Writes the console's screenshots (SVG, 80x24) from the demo campaign at fixed moments:
+the main screen in each expiry level, the run detail, the plan and the retrieval screen.
+
+    python screenshots/make_screenshots.py [OUT_DIR]      (default: this folder)
+
+Deterministic: the demo is written at a fixed moment into a fixed folder, its runs are fixed data
+(screenshots/scene.py), the clock is fixed and NVML answers are recorded ones (an RTX 4090).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for p in (ROOT, ROOT / "tests"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from runner.nvml import Nvml  # noqa: E402
+from screenshots.scene import PIDS, scene_app, write_scene  # noqa: E402
+
+SCENE_DIR = Path("/tmp/campaign-console-screens/campaign-demo")   # fixed: it shows in the paths
+SIZE = (80, 24)
+
+# name -> (expiry level, keys pressed after the first tick)
+SHOTS = {
+    "main-ok": ("ok", ["down"]),
+    "main-warning": ("warning", ["down"]),
+    "main-critical": ("critical", ["down"]),
+    "main-expired": ("expired", ["down"]),
+    "run-detail": ("ok", ["down", "down", "d"]),
+    "plan": ("ok", ["p"]),
+    "retrieval": ("warning", ["f"]),
+}
+
+
+def recorded_nvml() -> Nvml:
+    return Nvml(backend=RecordedNvml(devices=[RTX4090], process_pids={0: list(PIDS.values())}))
+
+
+async def shoot(name: str, level: str, keys: list[str], folder: Path, out: Path | None) -> str:
+    """Draw one screen; returns its plain-text rendering and writes the SVG into `out`."""
+    from console.screen_text import screen_text
+
+    app = scene_app(folder, level, recorded_nvml())
+    async with app.run_test(size=SIZE) as pilot:
+        await app.tick()
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = screen_text(app)
+        if out is not None:
+            svg = app.export_screenshot(title=f"campaign console — {name}")
+            (out / f"{name}.svg").write_text(svg, encoding="utf-8")
+    return text
+
+
+def build_scene(folder: Path = SCENE_DIR) -> Path:
+    if folder.exists():
+        shutil.rmtree(folder)
+    write_scene(folder)
+    return folder
+
+
+async def main(out: Path) -> None:
+    folder = build_scene()
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (level, keys) in SHOTS.items():
+        await shoot(name, level, keys, folder, out)
+        print(out / f"{name}.svg")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE))

@@ -1,0 +1,54 @@
+"""Snapshot tests of the console's main screens: the demo scene (fixed data, fixed clock, recorded
+NVML answers) drawn at 80x24 and compared, as text, with the stored renderings in
+tests/console_snapshots/. After an intended change: CONSOLE_SNAPSHOTS_UPDATE=1 pytest this file,
+then read the diff."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "screenshots"))
+import make_screenshots  # noqa: E402
+
+STORED = Path(__file__).parent / "console_snapshots"
+UPDATE = os.environ.get("CONSOLE_SNAPSHOTS_UPDATE") == "1"
+PLACEHOLDER = "/tmp/ccsnap-XXXXXXXX/demo"
+
+
+@pytest.fixture(scope="module")
+def scene():
+    # a path of fixed length: the retrieval screen wraps by it
+    base = Path(tempfile.mkdtemp(prefix="ccsnap-", dir="/tmp"))
+    folder = base / "demo"
+    assert len(str(folder)) == len(PLACEHOLDER)
+    make_screenshots.write_scene(folder)
+    yield folder
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", list(make_screenshots.SHOTS))
+async def test_screen_matches_stored(scene, name, tmp_path):
+    level, keys = make_screenshots.SHOTS[name]
+    text = await make_screenshots.shoot(name, level, keys, scene, tmp_path)
+    text = text.replace(str(scene), PLACEHOLDER)
+    svg = (tmp_path / f"{name}.svg").read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    stored = STORED / f"{name}.txt"
+    if UPDATE or not stored.exists():
+        stored.write_text(text + "\n", encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"no stored rendering for {name}: wrote {stored}; read it and run again")
+    assert text + "\n" == stored.read_text(encoding="utf-8")
+
+
+async def test_same_scene_draws_the_same_twice(scene, tmp_path):
+    a = await make_screenshots.shoot("main-warning", "warning", ["down"], scene, None)
+    b = await make_screenshots.shoot("main-warning", "warning", ["down"], scene, None)
+    assert a == b and "WARNING" in a
