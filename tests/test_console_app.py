@@ -1,0 +1,64 @@
+"""The app on a recorded snapshot: a user keymap remaps a binding by its id, the command palette
+lists the same actions as the keys, actions refused by the source are reported, and a source
+that goes down shows the reconnecting banner."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "screenshots"))
+
+from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
+
+from console.app import make_app  # noqa: E402
+from console.commands import ConsoleActions  # noqa: E402
+from console.screen_text import screen_text  # noqa: E402
+from console.screens.abort_dialog import AbortDialog  # noqa: E402
+from console.source import SnapshotSource  # noqa: E402
+from runner.campaign import load_campaign  # noqa: E402
+from runner.nvml import Nvml  # noqa: E402
+from scene import NOW, snapshot, write_scene  # noqa: E402
+
+
+def _app(folder, **kw):
+    source = SnapshotSource(snapshot(folder, NOW + 20))
+    app = make_app(source, campaign=load_campaign(folder / "campaign.toml"),
+                   nvml=Nvml(backend=RecordedNvml(devices=[RTX4090])), clock=lambda: NOW + 20,
+                   auto_tick=False, tz=dt.timezone.utc, **kw)
+    return app, source
+
+
+async def test_keymap_remaps_by_binding_id(tmp_path):
+    write_scene(tmp_path / "demo")
+    app, _ = _app(tmp_path / "demo", keymap={"abort": "x"})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        assert "x abort" in screen_text(app)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, AbortDialog)
+        await pilot.press("escape")
+
+
+async def test_palette_lists_the_actions_and_refusals_are_reported(tmp_path):
+    write_scene(tmp_path / "demo")
+    app, source = _app(tmp_path / "demo", use_user_keymap=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        provider = ConsoleActions(app.screen)
+        names = [hit.text async for hit in provider.discover()]
+        for words in ("Abort the selected run", "Start the next queued variant", "Resume", "checkpoint now",
+                      "plan", "retrieval", "Quit"):
+            assert any(words.lower() in n.lower() for n in names), words
+        await pilot.press("n")                      # the recorded source refuses: said, not crashed
+        await pilot.pause()
+        assert source.requests[-1] == ("start", {"variant": "lr-x10"})
+        source.down = "connection refused"
+        await app.tick()
+        await pilot.pause()
+        assert "reconnecting (try 1)" in screen_text(app)
