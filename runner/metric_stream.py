@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import msgspec
 
-_DECODER = msgspec.json.Decoder()
+_DECODER = msgspec.json.Decoder(dict)      # typed: a line that is not an object fails the chunk
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, UnicodeDecodeError, RecursionError)
 DEFAULT_READ_BYTES = 8 * 1024 * 1024
 
@@ -36,29 +36,62 @@ def _decode_one_slow(line: bytes) -> Any:
     return json.loads(line)
 
 
-def decode_lines(buf: bytes) -> tuple[list[dict], int]:
+def decode_lines(buf: bytes, end: int | None = None) -> tuple[list[dict], int]:
     """Decode complete newline-separated JSON lines; returns (objects, garbage line count).
 
-    Blank lines are ignored. A line that is valid JSON but not an object counts as garbage.
+    Blank lines are ignored. A line that is valid JSON but not an object counts as garbage. Lines
+    holding a `NaN`/`Infinity` token are found with a byte search first and go straight to the
+    stdlib, so they never make msgspec fail (and re-decode) a whole chunk.
     """
     out: list[dict] = []
     raw = bytes(buf)
-    garbage = _decode_range(raw, memoryview(raw), 0, len(raw), out)
+    view = memoryview(raw)
+    n = len(raw) if end is None else end
+    garbage = 0
+    start = 0
+    nan_at = raw.find(b"NaN", 0, n)
+    inf_at = raw.find(b"Infinity", 0, n)
+    while start < n:
+        if 0 <= nan_at < start:
+            nan_at = raw.find(b"NaN", start, n)
+        if 0 <= inf_at < start:
+            inf_at = raw.find(b"Infinity", start, n)
+        hits = [x for x in (nan_at, inf_at) if x >= 0]
+        if not hits:
+            garbage += _decode_range(raw, view, start, n, out)
+            break
+        at = min(hits)
+        line_start = raw.rfind(b"\n", start, at) + 1 or start
+        line_end = raw.find(b"\n", at, n)
+        line_end = n if line_end < 0 else line_end + 1
+        if line_start > start:
+            garbage += _decode_range(raw, view, start, line_start, out)
+        garbage += _decode_one_line(raw[line_start:line_end], out)
+        start = line_end
     return out, garbage
+
+
+def _decode_one_line(line: bytes, out: list[dict]) -> int:
+    """One line through the stdlib; returns 1 when it is garbage."""
+    line = line.strip()
+    if not line:
+        return 0
+    try:
+        item = _decode_one_slow(line)
+    except _DECODE_ERRORS:
+        return 1
+    if type(item) is dict:
+        out.append(item)
+        return 0
+    return 1
 
 
 def _decode_range(raw: bytes, view: memoryview, start: int, end: int, out: list[dict]) -> int:
     try:
-        items = _DECODER.decode_lines(view[start:end])
+        out.extend(_DECODER.decode_lines(view[start:end]))
     except _DECODE_ERRORS:
         return _decode_split(raw, view, start, end, out)
-    garbage = 0
-    for item in items:
-        if type(item) is dict:
-            out.append(item)
-        else:
-            garbage += 1
-    return garbage
+    return 0
 
 
 def _decode_split(raw: bytes, view: memoryview, start: int, end: int, out: list[dict]) -> int:
@@ -67,28 +100,17 @@ def _decode_split(raw: bytes, view: memoryview, start: int, end: int, out: list[
     mid = raw.find(b"\n", half, end - 1)
     if mid < 0:
         mid = raw.rfind(b"\n", start, half)
-    if mid < 0:
-        # a single line (possibly ending in its newline): the stdlib decides
-        line = raw[start:end].strip()
-        if not line:
-            return 0
-        try:
-            item = _decode_one_slow(line)
-        except _DECODE_ERRORS:
-            return 1
-        if type(item) is dict:
-            out.append(item)
-            return 0
-        return 1
+    if mid < 0:              # a single line (possibly ending in its newline): the stdlib decides
+        return _decode_one_line(raw[start:end], out)
     return (_decode_range(raw, view, start, mid + 1, out)
             + _decode_range(raw, view, mid + 1, end, out))
 
 
-def decode_lines_stdlib(buf: bytes) -> tuple[list[dict], int]:
+def decode_lines_stdlib(buf: bytes, end: int | None = None) -> tuple[list[dict], int]:
     """The same job with the stdlib only: the reference the benchmark compares against."""
     out: list[dict] = []
     garbage = 0
-    for line in buf.split(b"\n"):
+    for line in (buf if end is None else buf[:end]).split(b"\n"):
         if not line.strip():
             continue
         try:
@@ -204,11 +226,10 @@ class MetricStream:
             self._pending = data
             return []
         self._pending = data[cut + 1:]
-        complete = data[: cut + 1]
         if self.regex is not None:
-            out, bad = self.regex.parse_block(complete)
+            out, bad = self.regex.parse_block(data[: cut + 1])
         else:
-            out, bad = decode_lines(complete)
+            out, bad = decode_lines(data, cut + 1)
         self.lines += len(out)
         self.garbage += bad
         return out
