@@ -92,7 +92,7 @@ class RunsTable(DataTable):
             for key, _ in COLUMNS:
                 value = cells[key]
                 if self.get_cell(run_id, key) != value:
-                    self.update_cell(run_id, key, value)
+                    self.update_cell(run_id, key, value, update_width=True)
 
     @property
     def selected_run(self) -> str | None:
