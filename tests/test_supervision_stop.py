@@ -167,7 +167,9 @@ for _ in range(1200):
 """)
     run.write([PY, "usr1.py"], [])
     run.start()
-    run.wait_for(lambda: (run.dir / "metrics.jsonl").exists(), what="the run to start")
+    # the first line is written after the handler is installed
+    run.wait_for(lambda: (run.dir / "metrics.jsonl").exists() and (run.dir / "metrics.jsonl").stat().st_size > 0,
+                 what="the run to install its handler")
     os.kill(run.proc.pid, signal.SIGUSR1)
     assert run.wait() == 0
     assert (run.campaign / "usr1.seen").read_text() == "yes"
