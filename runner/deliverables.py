@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,10 +210,9 @@ def verify_campaign(campaign: Campaign, conn: sqlite3.Connection | None = None, 
     finally:
         if own and conn is not None:
             conn.close()
-    # Reload the final artifacts of runs that passed everything else, in fresh interpreters.
+    # Reload the final artifacts of runs that passed everything else, in a fresh interpreter.
     todo = [c for c in checks if c.approved and c.artifact is not None]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda c: reload_artifact(c.artifact, reload_timeout), todo))
+    results = reload_artifacts([c.artifact for c in todo], reload_timeout)
     for c, result in zip(todo, results):
         c.artifact_check = result
         if not result.get("verified"):
@@ -448,7 +446,7 @@ def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict[str, 
         argv = [sys.executable, "-c", _PLAIN_LOAD, str(path)]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              cwd=str(path.parent), stdin=subprocess.DEVNULL)
+                              env=_child_env(), stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return {"verified": False, "grade": "unreadable", "holds": [],
                 "problems": [f"reload took longer than {timeout:g} s"]}
@@ -465,6 +463,64 @@ def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict[str, 
                   "problems": [f"the loader exited {proc.returncode}: {tail}"]}
     _reload_cache[key] = result
     return result
+
+
+def reload_artifacts(paths: list[Path], timeout: float = RELOAD_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Grade several files in one fresh interpreter (one torch import, not one per file).
+
+    Any file the batch did not answer for (the child crashed or timed out) is retried alone."""
+    results: dict[int, dict[str, Any]] = {}
+    keys: dict[int, tuple] = {}
+    for i, path in enumerate(paths):
+        try:
+            st = path.stat()
+            keys[i] = (str(path), st.st_size, st.st_mtime_ns, sha256_file(path))
+        except OSError:
+            continue
+        if keys[i] in _reload_cache:
+            results[i] = _reload_cache[keys[i]]
+    todo = [i for i in keys if i not in results]
+    if len(todo) > 1 and importlib.util.find_spec("runner.checkpoint_grade") is not None:
+        argv = [sys.executable, "-c", _BATCH_GRADE, *(str(paths[i]) for i in todo)]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout * len(todo),
+                                  env=_child_env(), stdin=subprocess.DEVNULL)
+            answered = {}
+            for line in proc.stdout.splitlines():
+                try:
+                    obj = json.loads(line)
+                    answered[obj["path"]] = obj["result"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+            for i in todo:
+                res = answered.get(str(paths[i]))
+                if isinstance(res, dict) and "verified" in res:
+                    results[i] = _reload_cache[keys[i]] = res
+        except subprocess.TimeoutExpired:
+            pass
+    return [results[i] if i in results else reload_artifact(p, timeout) for i, p in enumerate(paths)]
+
+
+def _child_env() -> dict[str, str]:
+    """No GPU for a reload check, and this package importable whatever the working folder."""
+    env = dict(os.environ)
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+_BATCH_GRADE = """\
+import json, sys
+from runner.checkpoint_grade import grade_path
+for p in sys.argv[1:]:
+    try:
+        res = grade_path(p)
+    except Exception as exc:
+        res = {"verified": False, "grade": "unreadable", "holds": [],
+               "problems": [f"{type(exc).__name__}: {exc}".splitlines()[0]]}
+    print(json.dumps({"path": p, "result": res}, default=str), flush=True)
+"""
 
 
 _PLAIN_LOAD = """\

@@ -6,7 +6,13 @@ runner/ledger.py says and lay out run folders as docs/INTERNALS.md says.
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -91,18 +97,38 @@ def open_writable(campaign):
     return ledger.connect(campaign.state_dir / "ledger.sqlite")
 
 
-def save_checkpoint(path: Path, seed: int = 0) -> None:
-    """A real checkpoint of a tiny model, with the harness's sidecar."""
-    import torch
-    torch.manual_seed(seed)
-    model = torch.nn.Linear(4, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+_TEMPLATE: Path | None = None
+
+_MAKE_CHECKPOINT = """\
+import sys, torch
+from runner.checkpoint import Checkpointer
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+Checkpointer(model, opt, every_s=1e9, directory=sys.argv[1], install_signals=False).save_final(100)
+"""
+
+
+def _template_checkpoint() -> Path:
+    """One real final checkpoint (runner.checkpoint, in a child process: it installs hooks and opens
+    a metric writer), made once per test session and copied wherever a test needs one."""
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        folder = Path(tempfile.mkdtemp(prefix="report-ckpt-"))
+        atexit.register(shutil.rmtree, folder, True)
+        env = dict(os.environ, CAMPAIGN_RUN_DIR=str(folder), CUDA_VISIBLE_DEVICES="")
+        subprocess.run([sys.executable, "-c", _MAKE_CHECKPOINT, str(folder / "checkpoints")], check=True,
+                       env=env, timeout=300, capture_output=True)
+        _TEMPLATE = folder / "checkpoints" / "final.pt"
+    return _TEMPLATE
+
+
+def save_checkpoint(path: Path) -> None:
+    """A real checkpoint of a tiny model with its sidecar, as the training side writes them."""
+    template = _template_checkpoint()
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 100, "epoch": 1}
-    torch.save(state, path)
-    sidecar = {"format": "campaign-checkpoint/1", "step": 100, "epoch": 1, "time": time.time(),
-               "bytes": path.stat().st_size, "holds": ["model", "optimizer", "progress"], "final": True}
-    path.with_suffix(".json").write_text(json.dumps(sidecar), encoding="utf-8")
+    shutil.copyfile(template, path)
+    shutil.copyfile(template.with_suffix(".json"), path.with_suffix(".json"))
 
 
 def add_run(conn, campaign, variant: str, *, config_hash: str = "0000aaaa", state: str = "finished",
