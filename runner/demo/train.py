@@ -106,7 +106,7 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     warmup = 100                      # then a linear decay to zero, so the last dev_acc is a settled one
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / (args.steps - warmup))))
+        opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
     ckpt = Checkpointer(model, opt, scheduler=sched, sampler=loader.sampler,
                         every_s=float(os.environ.get("CAMPAIGN_CHECKPOINT_EVERY", "15")))
     restored = ckpt.restore()
