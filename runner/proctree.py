@@ -150,14 +150,21 @@ def stop_tree(root_pid: int, pgid: int | None, grace: float, *, term: bool = Tru
               poll: float = 0.005) -> StopResult:
     """TERM the group and every descendant of `root_pid`, wait `grace`, KILL what is left.
 
-    `root_pid` is the process whose descendants make up the run (the supervisor itself, being
-    their subreaper); `exclude` skips pids that are not part of the run (the verifier). `tracked`
+    `root_pid` is the process whose descendants make up the run: the supervisor itself (their
+    subreaper; it is not signalled), or the run's own process, checked by the caller with
+    `process_of` (then it is signalled too: the runner cleaning up after a lost supervisor).
+    `exclude` skips pids that are not part of the run (the verifier). `tracked`
     adds processes seen earlier. `reap` is called while waiting so zombies of our own children
     are collected by whoever owns their exit status.
     """
     res = StopResult()
     skip = set(exclude)
     procs: dict[int, psutil.Process] = {p.pid: p for p in tracked if p.pid not in skip}
+    if root_pid != os.getpid():            # a run's own process (a lost supervisor's child) is part of it
+        try:
+            procs.setdefault(root_pid, psutil.Process(root_pid))
+        except psutil.Error:
+            pass
     for p in descendants(root_pid, skip):
         procs.setdefault(p.pid, p)
     if term:
