@@ -287,11 +287,22 @@ def _total_steps(conn: sqlite3.Connection) -> dict[str, int]:
     return {r["run_id"]: int(r["value"]) for r in rows if r["value"] is not None and r["value"] > 0}
 
 
-def _elapsed(conn: sqlite3.Connection, run: RunRecord, now: float) -> float:
-    """Active seconds: the ended attempts plus the current one since its last launch or resume."""
+def attempt_started_at(conn: sqlite3.Connection, run: RunRecord) -> float | None:
+    """When the run's current attempt launched: the runner's column, else its last launch event."""
+    try:
+        row = conn.execute("SELECT attempt_started_at FROM runs WHERE id = ?", (run.id,)).fetchone()
+        if row is not None and row[0] is not None:
+            return float(row[0])
+    except sqlite3.OperationalError:       # a ledger from before the column was added
+        pass
     row = conn.execute("SELECT MAX(t) AS t FROM events WHERE run_id = ? AND kind IN ('launched', 'resumed')",
                        (run.id,)).fetchone()
-    since = row["t"] if row and row["t"] is not None else run.launched_at
+    return row["t"] if row and row["t"] is not None else run.launched_at
+
+
+def _elapsed(conn: sqlite3.Connection, run: RunRecord, now: float) -> float:
+    """Active seconds: the ended attempts plus the current one since it launched."""
+    since = attempt_started_at(conn, run)
     return run.active_seconds + (max(now - since, 0.0) if since else 0.0)
 
 

@@ -24,7 +24,7 @@ from runner.campaign import Campaign
 from runner.decision import Answer, answer_question
 from runner.deliverables import (RunCheck, RunRecord, Verification, describe_end, final_metric,
                                  open_ledger, verify_campaign)
-from runner.pilot import frozen_plan, list_decisions, plan_snapshot
+from runner.pilot import attempt_started_at, frozen_plan, list_decisions, plan_snapshot
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Report:
                              [_comparison_row(c, code=True) for c in self.answer.comparisons])
             out.append("")
         out += ["## Budget", ""]
-        out += _md_table(["", "USD"], [[label, value] for label, value in self.budget_lines()])
+        out += _md_table(["", "amount"], [[label, value] for label, value in self.budget_lines()])
         out += ["", "## Rejected and stopped runs", ""]
         if self.rejected:
             out += [f"- `{r['run']}` ({r['state']}): {r['reason']}" for r in self.rejected]
@@ -215,9 +215,7 @@ def _current_attempts(conn: sqlite3.Connection | None, verification: Verificatio
     for c in verification.checks:
         if c.run.state != "running":
             continue
-        row = conn.execute("SELECT MAX(t) AS t FROM events WHERE run_id = ? AND kind IN ('launched', 'resumed')",
-                           (c.run.id,)).fetchone()
-        since = row["t"] if row and row["t"] is not None else c.run.launched_at
+        since = attempt_started_at(conn, c.run)
         if since:
             out[c.run.id] = max(now - since, 0.0)
     return out
@@ -315,8 +313,9 @@ def _fmt(value: float | None) -> str:
 def _hours(value: float | None, signed: bool = False) -> str:
     if value is None:
         return "-"
-    text = f"{value:+.2f}" if signed else f"{value:.2f}"
-    return text
+    # a CPU demo's runs last minutes: keep two significant digits below a tenth of an hour
+    digits = 2 if abs(value) >= 0.1 or value == 0 else 3
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
 def _comparison_row(c, code: bool = False) -> list[str]:
