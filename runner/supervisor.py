@@ -36,7 +36,7 @@ from runner.supervisor_checkpoints import CheckpointWatcher
 METRICS_FILE = "metrics.jsonl"
 OUTPUT_LOG = "output.log"
 DEFAULT_GRACE = 30.0
-POLL_FAST, POLL_SLOW = 0.002, 0.1        # fallback poll (no inotify): fast while lines flow
+POLL_FAST, POLL_SLOW = 0.005, 0.1        # fallback poll (no inotify): fast while lines flow
 
 
 class LaunchSpec:
@@ -271,7 +271,7 @@ class Supervisor:
             if "event" in rec:
                 events.append(rec)
                 continue
-            if self.verdict is None:
+            if self.verdict is None and self.killed_by is None:   # an abort is not re-judged
                 v = self.judge.feed(rec, now)
                 if v is not None:
                     self._on_verdict(v)

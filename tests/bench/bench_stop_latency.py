@@ -111,13 +111,13 @@ def latency(trials: int, poll: bool) -> None:
               f"min {min(xs):7.2f}  max {max(xs):7.2f}")
 
 
-def cpu(seconds: float, flush_lines: int, runs: int = 8) -> None:
+def cpu(seconds: float, flush_lines: int, poll: bool, runs: int = 8) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sups = []
         for n in range(runs):
             run_dir = make_run(Path(tmp), f"s{n}", STEADY, [{"kind": "nonfinite"}, {"kind": "truncated"},
                                                             {"kind": "stalled", "within": "1m"}])
-            sups.append(start_supervisor(run_dir, poll=False, flush_lines=flush_lines))
+            sups.append(start_supervisor(run_dir, poll=poll, flush_lines=flush_lines))
         try:
             time.sleep(3.0)                             # imports and start-up are not steady state
             procs = [psutil.Process(s.pid) for s in sups]
@@ -137,6 +137,7 @@ def cpu(seconds: float, flush_lines: int, runs: int = 8) -> None:
                 s.wait(timeout=30)
     used = [(a - b) / wall * 100 for a, b in zip(after, before)]
     how = "a write per line" if flush_lines == 1 else f"a write per {flush_lines} lines"
+    how += ", fallback poll" if poll else ", inotify"
     print(f"supervisors' CPU while {runs} runs each write 100 lines/s, {how} ({wall:.1f} s, "
           f"{grown / 1e6:.2f} MB of metrics):")
     print(f"  all {runs} together {sum(used):.2f}% of one core; per supervisor median "
@@ -154,8 +155,8 @@ def main() -> None:
     print(f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     latency(args.trials, args.poll)
     if not args.skip_cpu:
-        cpu(args.cpu_seconds, flush_lines=1)
-        cpu(args.cpu_seconds, flush_lines=50)
+        cpu(args.cpu_seconds, flush_lines=1, poll=args.poll)
+        cpu(args.cpu_seconds, flush_lines=50, poll=args.poll)
 
 
 if __name__ == "__main__":
