@@ -203,7 +203,10 @@ def build_report(campaign: Campaign, conn: sqlite3.Connection | None = None, *,
 
 def rejection_reason(check: RunCheck) -> str:
     if check.run.state != "finished":
-        return describe_end(check.run) + ("; cut at the pilot decision" if check.run.cut_by_decision else "")
+        words = describe_end(check.run)
+        if check.run.cut_by_decision and "pilot decision" not in words:
+            words += "; cut at the pilot decision"
+        return words
     return "; ".join(check.problems)
 
 
@@ -273,12 +276,13 @@ def _variant_row(name: str, planned: float, runs: list[RunRecord], cut: dict | N
         elif r.state == "refused":
             notes.append(f"{r.id} refused near expiry" + (f": {r.stop_reason}" if r.stop_reason else ""))
         elif r.cut_by_decision:
-            notes.append(f"{r.id} cut at the pilot decision")
+            notes.append(f"{r.id} cut at the pilot decision"
+                         + (f" ({_when(cut['t'])}, {cut['who']})" if cut is not None else ""))
         else:
             notes.append(f"{r.id} {describe_end(r)}")
         if r.attempts > 1:
             notes[-1] += f" after {r.attempts} attempts"
-    if cut is not None and not any(r.state in ("finished", "running") for r in runs):
+    if cut is not None and not any(r.state in ("finished", "running") or r.cut_by_decision for r in runs):
         notes.append(f"cut at the pilot decision ({_when(cut['t'])}, {cut['who']})")
     if not runs and cut is None:
         notes.append("not run")

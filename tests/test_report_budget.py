@@ -137,3 +137,22 @@ def test_report_cli_json_text_and_markdown(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("# Closing report: rank-ablation")
     assert (camp.output_path / "REPORT.md").read_text().startswith("# Closing report")
     assert (camp.output_path / "manifest.toml").exists()
+
+
+def test_a_run_cut_at_the_pilot_decision_says_so_once(tmp_path):
+    camp = make_campaign(tmp_path / "camp")
+    conn = open_writable(camp)
+    add_run(conn, camp, "control", config_hash="11111111")
+    add_run(conn, camp, "rank64", config_hash="33333333", state="queued", checkpoint=False, files=False)
+    record_decision(conn, camp, "cut", ["control"], None, "ana@host")
+    # what the runner does with the queued run it was told to cut (runner.launcher.cut_queued)
+    conn.execute("UPDATE runs SET state = 'aborted', stop_reason = 'cut at the pilot decision', ended_at = 1.0"
+                 " WHERE id = 'rank64-33333333'")
+    data = build_report(camp, conn).to_json()
+    reasons = {r["run"]: r["reason"] for r in data["rejected"]}
+    assert reasons["rank64-33333333"] == "aborted: cut at the pilot decision"
+    rows = {r["name"]: r for r in data["planned_vs_actual"]}
+    assert rows["rank64"]["note"].startswith("rank64-33333333 cut at the pilot decision (")
+    assert rows["rank64"]["note"].count("cut at the pilot decision") == 1
+    assert rows["rank16"]["note"].startswith("cut at the pilot decision")
+    assert data["decisions"][0]["choice"] == "cut" and data["decisions"][0]["who"] == "ana@host"
