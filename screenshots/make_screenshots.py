@@ -27,12 +27,13 @@ from screenshots.scene import PIDS, scene_app, write_scene  # noqa: E402
 SCENE_DIR = Path("/tmp/campaign-console-screens/campaign-demo")   # fixed: it shows in the paths
 SIZE = (80, 24)
 
-# name -> (expiry level, keys pressed after the first tick)
+# name -> (expiry level, keys pressed after the first tick[, terminal size when not 80x24])
 SHOTS = {
     "main-ok": ("ok", ["down"]),
     "main-warning": ("warning", ["down"]),
     "main-critical": ("critical", ["down"]),
     "main-expired": ("expired", ["down"]),
+    "main-wide": ("ok", ["down"], (120, 30)),
     "run-detail": ("ok", ["down", "down", "d"]),
     "plan": ("ok", ["p"]),
     "retrieval": ("warning", ["f"]),
@@ -43,12 +44,13 @@ def recorded_nvml() -> Nvml:
     return Nvml(backend=RecordedNvml(devices=[RTX4090], process_pids={0: list(PIDS.values())}))
 
 
-async def shoot(name: str, level: str, keys: list[str], folder: Path, out: Path | None) -> str:
+async def shoot(name: str, level: str, keys: list[str], folder: Path, out: Path | None,
+                size: tuple[int, int] = SIZE) -> str:
     """Draw one screen; returns its plain-text rendering and writes the SVG into `out`."""
     from console.screen_text import screen_text
 
     app = scene_app(folder, level, recorded_nvml())
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await app.tick()
         await pilot.pause()
         for key in keys:
@@ -73,8 +75,8 @@ def build_scene(folder: Path = SCENE_DIR) -> Path:
 async def main(out: Path) -> None:
     folder = build_scene()
     out.mkdir(parents=True, exist_ok=True)
-    for name, (level, keys) in SHOTS.items():
-        await shoot(name, level, keys, folder, out)
+    for name, (level, keys, *size) in SHOTS.items():
+        await shoot(name, level, keys, folder, out, *size)
         print(out / f"{name}.svg")
 
 

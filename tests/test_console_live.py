@@ -40,7 +40,7 @@ def live(tmp_path, monkeypatch):
 
 
 def cell(app, run_id: str, column: str) -> str:
-    return str(app.main_screen.query_one(RunsTable).get_cell(run_id, column))
+    return app.main_screen.query_one(RunsTable).cell_text(run_id, column)
 
 
 async def test_keys_drive_a_real_runner(live):

@@ -35,8 +35,8 @@ def scene():
 
 @pytest.mark.parametrize("name", list(make_screenshots.SHOTS))
 async def test_screen_matches_stored(scene, name, tmp_path):
-    level, keys = make_screenshots.SHOTS[name]
-    text = await make_screenshots.shoot(name, level, keys, scene, tmp_path)
+    level, keys, *size = make_screenshots.SHOTS[name]
+    text = await make_screenshots.shoot(name, level, keys, scene, tmp_path, *size)
     text = text.replace(str(scene), PLACEHOLDER)
     svg = (tmp_path / f"{name}.svg").read_text(encoding="utf-8")
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")

@@ -1,98 +1,172 @@
-"""Every run of the campaign, one row each, updated cell by cell by row key (no rebuilds, so the
-cursor and scroll stay where the user left them). Stopped, aborted and failed runs stay, with
-their reason in the rules column."""
+"""Every run of the campaign, one row each, laid out for the terminal's width.
+
+Two layouts (cells in `cells.py`): `compact` below FULL_RULES_MIN columns left for the rules
+(an 80-column SSH terminal: category as one letter before the id, hours as used/planned in one
+cell) and `full` above (category, elapsed, planned and expected hours, each in its own column).
+Column widths are fixed by the layout and the widest id, and the rules column takes what is left,
+so nothing scrolls sideways; a reason too long for it wraps onto a second line of its row.
+
+Cells are updated in place by row key while the layout holds (the cursor and scroll stay where
+the user left them); a change of layout, width or row height rebuilds the rows, keeping the
+selected run. Stopped, aborted and failed runs stay, with their reason in the rules column.
+"""
 
 from __future__ import annotations
 
+import textwrap
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
-from console.fmt import as_float, fmt_hours, fmt_loss, format_duration
+from console.widgets.runs.cells import row_cells
 
-# the order puts what matters most within 80 columns; the rest scrolls
-COLUMNS = (("id", "run"), ("state", "state"), ("step", "step"), ("loss", "loss"), ("ckpt", "next ckpt"),
-           ("rules", "rules"), ("elapsed", "elapsed"), ("hours", "h plan/exp"), ("cat", "cat"))
-STATE_STYLE = {"running": "bold green", "queued": "cyan", "finished": "blue", "failed": "bold red",
-               "stopped": "bold magenta", "aborted": "yellow", "refused": "red"}
-CATEGORY_SHORT = {"essential": "ess", "useful": "use", "exploratory": "exp"}
-ACTIVE = ("running",)
+GAP = 1                   # one space before each column (cell_padding is 0: the table spends no more)
+SCROLLBAR = 1             # kept free for the vertical scrollbar, so no row ever scrolls sideways
+FULL_RULES_MIN = 24       # the full layout is used when its rules column would get this much
+RULES_MIN = 8
+ID_MAX = 30
 
 
-def checkpoint_cell(run: dict) -> Text:
-    if run.get("state") not in ACTIVE:
-        step = run.get("checkpoint_step")
-        if step is None:
-            return Text("-", style="dim")
-        ok = run.get("checkpoint_verified")
-        return Text(f"@{step}" + (" ✓" if ok else " ?"), style="green" if ok else "yellow")
-    secs = as_float(run.get("next_checkpoint_seconds"))
-    if secs is None:
-        return Text("-", style="dim")
-    if secs < 0:
-        return Text(f"LATE {format_duration(-secs)}", style="bold white on red")
-    return Text(format_duration(secs), style="yellow" if secs < 60 else "")
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int                  # content width; 0: from the widest cell (ids)
+    right: bool = False
 
 
-def rules_cell(run: dict) -> Text:
-    state = run.get("state")
-    if state in ("stopped", "aborted", "failed", "refused") and (run.get("stop_reason") or run.get("stop_rule")):
-        reason = run.get("stop_reason") or run.get("stop_rule")
-        return Text(f"✗ {reason}", style="bold red" if state == "stopped" else "yellow")
-    rules = run.get("rules") or []
-    fired = [r for r in rules if r.get("state") == "fired"]
-    if fired:
-        r = fired[0]
-        value = r.get("value")
-        return Text(f"✗ {r.get('text') or r.get('kind')}" + (f" ({value})" if value is not None else ""),
-                    style="bold red")
-    if not rules:
-        return Text("-", style="dim")
-    waiting = sum(1 for r in rules if r.get("state") == "waiting")
-    ok = len(rules) - waiting
-    return Text(f"{ok}/{len(rules)} ok" + (f", {waiting} waiting" if waiting else ""), style="green")
+COMPACT = (Column("id", "E/U/X run", 0), Column("state", "state", 8), Column("step", "step", 5, True),
+           Column("loss", "loss", 6, True), Column("hours", "run/plan", 8, True), Column("ckpt", "ckpt", 9),
+           Column("rules", "rules", 0))
+FULL = (Column("id", "run", 0), Column("cat", "category", 11), Column("state", "state", 8),
+        Column("step", "step", 9, True), Column("loss", "loss", 8, True), Column("elapsed", "elapsed", 8, True),
+        Column("planned", "plan", 5, True), Column("expected", "expect", 6, True),
+        Column("ckpt", "next ckpt", 10), Column("rules", "rules", 0))
+LAYOUTS = {"compact": COMPACT, "full": FULL}
 
 
-def row_cells(run: dict) -> dict[str, object]:
-    state = str(run.get("state") or "?")
-    planned = as_float(run.get("planned_hours"))
-    expected = as_float(run.get("expected_hours"))
-    loss = fmt_loss(run.get("loss"))
-    return {
-        "id": Text(str(run.get("id")), style="bold" if state in ACTIVE else ""),
-        "cat": CATEGORY_SHORT.get(str(run.get("category")), str(run.get("category") or "-")),
-        "state": Text(state, style=STATE_STYLE.get(state, "")),
-        "step": "-" if run.get("step") is None else f"{int(run['step']):,}",
-        "loss": Text(loss, style="bold red" if loss in ("NaN", "inf", "-inf") else ""),
-        "elapsed": format_duration(as_float(run.get("elapsed_seconds"))),
-        "hours": f"{fmt_hours(planned)}/{fmt_hours(expected)}",
-        "ckpt": checkpoint_cell(run),
-        "rules": rules_cell(run),
-    }
+def fit(text: Text, width: int, right: bool = False) -> Text:
+    """`text` cropped (with an ellipsis) or padded to `width`, after the column gap."""
+    t = text.copy()
+    if t.cell_len > width:
+        t.truncate(width, overflow="ellipsis")
+    pad = width - t.cell_len
+    out = Text(" " * GAP)
+    if right:
+        out.append(" " * pad)
+    out.append_text(t)
+    if not right:
+        out.append(" " * pad)
+    return out
+
+
+def wrap_lines(text: Text, width: int, max_lines: int) -> list[str]:
+    """The words of `text` on at most `max_lines` lines of `width` (the last one ellipsized)."""
+    lines = textwrap.wrap(text.plain, width, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(lines) > max_lines:
+        rest = " ".join(lines[max_lines - 1:])
+        lines = lines[:max_lines - 1] + [rest[:width - 1] + "…"]
+    return lines
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the rows were built for: a change of any part rebuilds them."""
+    layout: str
+    widths: tuple[int, ...]
+    heights: tuple[tuple[str, int], ...]
 
 
 class RunsTable(DataTable):
     DEFAULT_CSS = """
-    RunsTable { height: auto; max-height: 45%; min-height: 3; }
+    RunsTable { height: auto; max-height: 45%; min-height: 3; scrollbar-size-vertical: 1; }
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, cell_padding=0, **kwargs)
+        self._runs: dict[str, dict] = {}          # every run seen, in first-seen order
+        self._shape: Shape | None = None
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = False
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
 
-    def show(self, runs: list[dict]) -> None:
-        """Add new runs, update changed cells, keep rows of runs no longer reported."""
-        for run in runs:
-            run_id = str(run.get("id"))
-            cells = row_cells(run)
-            if run_id not in self.rows:
-                self.add_row(*(cells[key] for key, _ in COLUMNS), key=run_id)
-                continue
-            for key, _ in COLUMNS:
-                value = cells[key]
-                if self.get_cell(run_id, key) != value:
-                    self.update_cell(run_id, key, value, update_width=True)
+    # -- layout ---------------------------------------------------------------------------------
+    @property
+    def available_width(self) -> int:
+        width = self.size.width or (self.app.size.width if self.app else 80)
+        return max(width - SCROLLBAR, 20)
+
+    def _widths(self, columns: tuple[Column, ...], id_width: int) -> tuple[int, ...]:
+        fixed = [id_width if c.key == "id" else c.width for c in columns if c.key != "rules"]
+        used = sum(w + GAP for w in fixed)
+        return (*fixed, max(self.available_width - used - GAP, RULES_MIN))
+
+    def plan_layout(self) -> tuple[str, tuple[Column, ...], tuple[int, ...]]:
+        """The layout for the current width and runs: (name, columns, content widths)."""
+        ids = [len(rid) for rid in self._runs] or [16]
+        longest = min(max(ids), ID_MAX)
+        full = self._widths(FULL, max(longest, len("run")))
+        if full[-1] >= FULL_RULES_MIN:
+            return "full", FULL, full
+        return "compact", COMPACT, self._widths(COMPACT, max(longest + 2, len("E/U/X run")))
+
+    @property
+    def layout(self) -> str:
+        return self._shape.layout if self._shape else self.plan_layout()[0]
+
+    # -- data in --------------------------------------------------------------------------------
+    def show(self, runs: list[dict] | None = None) -> None:
+        """Take the latest runs (runs no longer reported keep their rows) and redraw what changed."""
+        for run in runs or []:
+            self._runs[str(run.get("id"))] = run
+        name, columns, widths = self.plan_layout()
+        compact = name == "compact"
+        rules_w = widths[-1]
+        rows: list[tuple[str, dict[str, Text], int]] = []
+        for rid, run in self._runs.items():
+            cells = row_cells(run, compact)
+            height = min(len(wrap_lines(cells["rules"], rules_w, 2)), 2)
+            rows.append((rid, cells, height))
+        shape = Shape(name, widths, tuple((rid, h) for rid, _, h in rows))
+        if shape != self._shape:
+            self._rebuild(shape, columns, rows)
+            return
+        for rid, cells, height in rows:
+            for col, width in zip(columns, widths):
+                value = self._render(cells[col.key], col, width, height)
+                if self.get_cell(rid, col.key) != value:
+                    self.update_cell(rid, col.key, value)
+
+    def _render(self, text: Text, col: Column, width: int, height: int) -> Text:
+        if col.key != "rules" or height == 1:
+            return fit(text, width, col.right)
+        lines = wrap_lines(text, width, height)
+        out = Text()
+        for i, line in enumerate(lines):
+            if i:
+                out.append("\n")
+            out.append(" " * GAP + line.ljust(width), style=text.style)
+        return out
+
+    def _rebuild(self, shape: Shape, columns: tuple[Column, ...], rows: list) -> None:
+        selected, scroll_y = self.selected_run, self.scroll_y
+        self.clear(columns=True)
+        for col, width in zip(columns, shape.widths):
+            self.add_column(fit(Text(col.label, style="bold"), width, col.right), width=width + GAP, key=col.key)
+        for rid, cells, height in rows:
+            self.add_row(*(self._render(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
+                         key=rid, height=height)
+        self._shape = shape
+        if selected is not None and selected in self.rows:
+            self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
+            self.scroll_to(y=scroll_y, animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._runs:
+            self.show()
 
     @property
     def selected_run(self) -> str | None:
@@ -103,3 +177,7 @@ class RunsTable(DataTable):
         except Exception:
             return None
         return key.value if key is not None else None
+
+    def cell_text(self, run_id: str, column: str) -> str:
+        """The plain words of one cell (tests and the detail screen read them)."""
+        return " ".join(str(self.get_cell(run_id, column)).split())
