@@ -19,6 +19,7 @@ import shlex
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,19 @@ RAW_FILES = ("run.toml", "metrics.jsonl", "predictions.jsonl", "error_analysis.j
 LINK_ABOVE_BYTES = 8 << 20      # bigger files are hard-linked (or copied) instead of read into memory
 
 
+_refresh_lock = threading.Lock()
+
+
 def refresh_output(campaign: Campaign, conn: sqlite3.Connection | None = None) -> Verification:
-    """Verify every run and bring the output folder up to date (the runner calls this as runs end)."""
+    """Verify every run and bring the output folder up to date.
+
+    Meant for the runner as runs end, in a worker thread (`asyncio.to_thread`): it opens its own
+    read-only ledger connection, grades artifacts in a child process, and refreshes one at a time."""
+    with _refresh_lock:
+        return _refresh(campaign, conn)
+
+
+def _refresh(campaign: Campaign, conn: sqlite3.Connection | None) -> Verification:
     own = conn is None
     if own:
         conn = open_ledger(campaign)

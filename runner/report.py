@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import math
 import sqlite3
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,15 +81,15 @@ class Report:
 
     # -- text ---------------------------------------------------------------------------------
     def to_text(self, width: int = 80) -> str:
-        lines = [f"Closing report: {self.campaign.name}", f"Question: {self.campaign.question}", ""]
+        lines = [f"Closing report: {self.campaign.name}",
+                 *_wrap(f"Question: {self.campaign.question}", width, "", "  "), ""]
         lines += ["Conclusion", *_wrap(self.answer.conclusion, width, "  "), ""]
         if self.answer.comparisons:
             lines += _text_table(["variant", "run", "value", "control", "gain", "meets"],
-                                 [_comparison_row(c) for c in self.answer.comparisons])
+                                 [_comparison_row(c) for c in self.answer.comparisons], width)
             lines.append("")
         lines.append("Budget")
-        label_w = max(len(label) for label, _ in self.budget_lines())
-        lines += [f"  {label.ljust(label_w)}  {value}" for label, value in self.budget_lines()]
+        lines += _text_table(None, [[label, value] for label, value in self.budget_lines()], width)
         lines.append("")
         lines.append("Rejected and stopped runs")
         if self.rejected:
@@ -100,7 +101,8 @@ class Report:
             lines += _wrap(f"{r['run']}: approved, {r['reason']}", width, "  - ", "    ")
         lines.append("")
         lines.append("Planned against actual (hours)")
-        lines += _text_table(["item", "planned", "actual", "diff", "note"], [_pva_row(r) for r in self.planned_vs_actual])
+        lines += _text_table(["item", "planned", "actual", "diff", "note"],
+                             [_pva_row(r) for r in self.planned_vs_actual], width)
         lines.append("")
         lines.append("Decisions")
         lines += [f"  - {d}" for d in self.decision_lines()] or ["  none recorded"]
@@ -340,18 +342,25 @@ def _when(t: float | None) -> str:
 
 
 def _wrap(text: str, width: int, first: str, rest: str | None = None) -> list[str]:
-    import textwrap
     return textwrap.wrap(text, width=width, initial_indent=first,
                          subsequent_indent=rest if rest is not None else first) or [first.rstrip()]
 
 
-def _text_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell; the last column is left free to run long."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
-    def line(cells):
-        head = "  ".join(str(c).ljust(w) for c, w in zip(cells[:-1], widths[:-1]))
-        return ("  " + head + "  " + str(cells[-1])).rstrip()
-    return [line(headers)] + [line(r) for r in rows]
+def _text_table(headers: list[str] | None, rows: list[list[str]], width: int = 80) -> list[str]:
+    """Columns padded to their widest cell; the last column wraps under itself to fit `width`."""
+    table = ([headers] if headers else []) + rows
+    if not table:
+        return []
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]) - 1)]
+    indent = 2 + sum(w + 2 for w in widths)
+    free = max(width - indent, 24)
+    out = []
+    for cells in table:
+        head = "".join(str(c).ljust(w) + "  " for c, w in zip(cells[:-1], widths))
+        wrapped = textwrap.wrap(str(cells[-1]), free) or [""]
+        out.append(("  " + head + wrapped[0]).rstrip())
+        out += [" " * indent + more for more in wrapped[1:]]
+    return out
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:

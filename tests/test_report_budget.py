@@ -50,7 +50,7 @@ def test_nothing_approved_is_undefined_with_cost_and_causes(tmp_path):
     assert {r["run"]: r["reason"] for r in data["rejected"]} == {
         "control-11111111": "stopped by rule nonfinite: loss = inf at step 20",
         "rank16-22222222": "missing: predictions.jsonl"}
-    text = report.to_text()
+    text = " ".join(report.to_text().split())            # the text wraps at 80 columns
     assert "undefined (nothing approved; the rental still cost 47.14 USD)" in text
     assert "why nothing was approved" in text and "missing: predictions.jsonl" in text
     assert "0.00 USD" not in text
@@ -132,7 +132,7 @@ def test_report_cli_json_text_and_markdown(tmp_path, capsys):
     assert main(["report", str(camp.root)]) == 0
     text = capsys.readouterr().out
     assert text.index("Conclusion") < text.index("Budget")
-    assert max(len(line) for line in text.splitlines() if "note" not in line and "-" not in line[:4]) < 120
+    assert max(len(line) for line in text.splitlines()) <= 80            # reads in an 80-column terminal
     assert main(["report", str(camp.root), "--markdown"]) == 0
     assert capsys.readouterr().out.startswith("# Closing report: rank-ablation")
     assert (camp.output_path / "REPORT.md").read_text().startswith("# Closing report")
