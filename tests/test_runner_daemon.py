@@ -80,6 +80,10 @@ def test_up_is_idempotent_and_down_stops_it(camp, capsys):
     assert psutil.pid_exists(first.pid) is False or psutil.Process(first.pid).status() == psutil.STATUS_ZOMBIE
     assert cli_main(["down", str(camp)]) == 0
     assert "not running" in capsys.readouterr().out
+    assert cli_main(["status", str(camp), "--json"]) == 0      # read from the ledger, runner down
+    offline = json.loads(capsys.readouterr().out)
+    assert offline["runner"] is None and "not running" in offline["runner_error"]
+    assert offline["bundle"]["warning"] == "ok" and offline["runs"] == []
 
     third = control.up(c)
     assert third.started and third.pid != first.pid
@@ -192,7 +196,7 @@ def test_run_that_cannot_finish_before_retrieval_is_refused(camp, capsys):
 
 
 def test_sigkill_runner_then_up_readopts_live_runs(camp):
-    n = 500
+    n = 800
     write_campaign(camp, [{"name": "a", "n": n, "delay": 0.03}, {"name": "b", "n": n, "delay": 0.03,
                                                                   "category": "useful"}])
     c = load_campaign(camp)
