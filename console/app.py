@@ -176,6 +176,9 @@ def describe_result(op: str, args: dict, result: Any) -> str:
     run = r.get("run") or args.get("run") or args.get("variant")
     if op == "checkpoint":
         return f"{run}: checkpoint requested"
+    if op == "decide":
+        from console.pilot_view import decision_words
+        return f"decision recorded: {decision_words(r or args)}"
     state = r.get("state")
     if op == "start" and state == "queued":
         return f"{run}: queued (starts when a slot is free)"

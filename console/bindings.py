@@ -1,5 +1,6 @@
 """The console's keys, each with an id a user keymap can remap (console/keymap.py), and the
-command palette's list of the same actions."""
+command palette's list of the same actions. The pilot decision's key shows in the footer only once
+there is a decision to take or revise (MainScreen.check_action); the palette always lists it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ ACTIONS: tuple[tuple[str, str, str, str, str, bool], ...] = (
     ("detail", "d", "detail", "detail", "Open the selected run's detail", False),
     ("plan", "p", "plan", "plan", "Open the plan: schedule against the window", True),
     ("retrieval", "f", "retrieval", "files", "Open the retrieval screen: what must leave the host", True),
+    ("decide", "D", "decide", "pilot", "Pilot decision: continue, cut to chosen variants, or revisit", True),
+    ("report", "R", "report", "report", "Open the closing report (budget, approved runs, conclusion)", False),
     ("plot_view", "v", "plot_view", "view", "Plot: selected vs control / all running", False),
     ("log_scale", "l", "log_scale", "log", "Plot: toggle log scale", False),
     ("smoothing", "m", "smoothing", "smooth", "Plot: cycle smoothing", False),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.bindings import ACTIONS
@@ -16,7 +14,9 @@ class ConsoleActions(Provider):
         main = getattr(self.app, "main_screen", None)
         if main is None:
             return []
-        return [(help_, partial(main.run_action, action)) for _, _, action, _, help_, _ in ACTIONS]
+        # the action itself, not `run_action`: the palette offers an action even while its key is
+        # left out of the footer (the pilot decision before the pilot is over)
+        return [(help_, getattr(main, f"action_{action}")) for _, _, action, _, help_, _ in ACTIONS]
 
     async def discover(self) -> Hits:
         for name, callback in self._commands():

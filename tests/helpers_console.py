@@ -96,3 +96,56 @@ def run_row(app: Any, variant: str) -> dict | None:
         if r.get("variant") == variant:
             return r
     return None
+
+
+def write_pilot_campaign(root: Path, *, started_at: float | None = None) -> Path:
+    """A pilot phase with a short `control` (it finishes in about a second, ending the pilot), then
+    a main phase of two long runs: with one slot, `wide` runs and `extra` waits in the queue, so
+    a cut at the pilot decision has a queued run to drop."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "steps.py").write_text(STEPS_SCRIPT)
+    started_at = time.time() - 3600 if started_at is None else started_at
+    py = sys.executable
+    text = f'''[campaign]
+name = "console-pilot"
+question = "does the console record the pilot decision?"
+
+[bundle]
+gpu = "RTX 4090"
+days = 3
+started_at = {iso(started_at)}
+retrieval_hours = 2
+
+[[phase]]
+name = "pilot"
+variants = ["control"]
+
+[[phase]]
+name = "main runs"
+variants = ["wide", "extra"]
+
+[[variant]]
+name = "control"
+category = "essential"
+command = ["{py}", "steps.py", "20", "0.02"]
+hours = 1
+
+[[variant]]
+name = "wide"
+category = "essential"
+command = ["{py}", "steps.py", "100000", "0.05"]
+hours = 1
+
+[[variant]]
+name = "extra"
+category = "exploratory"
+command = ["{py}", "steps.py", "100000", "0.05"]
+hours = 1
+
+[[rule]]
+kind = "nonfinite"
+metric = "loss"
+'''
+    path = root / "campaign.toml"
+    path.write_text(text)
+    return path

@@ -15,7 +15,7 @@ from console.screens.abort_dialog import AbortDialog
 from console.screens.start_dialog import StartDialog
 from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
-from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner
+from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner, PilotBanner
 from console.widgets.plots.loss_plot import LossPlot
 from console.widgets.runs.runs_table import RunsTable
 
@@ -28,20 +28,37 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         yield BundleHeader(id="header")
         yield ExpiryBanner(id="expiry-banner")
+        yield PilotBanner(id="pilot-banner")
         yield ConnectionBanner(id="connection-banner")
         yield GpuPanel(id="gpus")
         yield RunsTable(id="runs")
         yield LossPlot(id="plot")
         yield Footer(compact=True)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._pilot_state: str | None = None
+
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """The pilot key is in the footer (and live) once a decision is awaited or taken."""
+        if action == "decide":
+            return self._pilot_state in ("awaiting_decision", "decided")
+        return True
 
     # -- data in ------------------------------------------------------------------------------
     def show(self, snapshot: dict, expiry, reading, *, down: str | None, tries: int,
              last_seen: float | None, now: float, control_variant: str | None, tz=None) -> None:
         self.query_one(BundleHeader).show(snapshot, expiry, tz)
         self.query_one(ExpiryBanner).show(expiry)
+        pilot = snapshot.get("pilot") or None
+        self.query_one(PilotBanner).show(pilot, now, tz)
+        pilot_state = (pilot or {}).get("state")
+        if pilot_state != self._pilot_state:
+            self._pilot_state = pilot_state
+            self.refresh_bindings()
         self.query_one(ConnectionBanner).show(down, tries, last_seen, now)
         self.query_one(GpuPanel).show(reading)
         table = self.query_one(RunsTable)
@@ -145,6 +162,29 @@ class MainScreen(Screen):
         from console.screens.retrieval_screen import RetrievalScreen
         self.app.push_screen(RetrievalScreen(self.app.snapshot or {}, self.app.output_dir,
                                              now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh))
+
+    def action_decide(self) -> None:
+        snap = self.app.snapshot or {}
+        pilot = snap.get("pilot")
+        if not pilot:
+            self.notify("no pilot status yet: nothing has been launched (or the runner has no pilot)",
+                        severity="warning")
+            return
+        from console.pilot_view import who
+        from console.screens.pilot_dialog import PilotDialog
+
+        async def chosen(answer: dict | None) -> None:
+            if answer:
+                await self.app.act("decide", "the decision", who=who(), **answer)
+
+        self.app.push_screen(PilotDialog(pilot, snap.get("variants") or [], tz=self.app.tz), chosen)
+
+    def action_report(self) -> None:
+        if self.app.campaign is None:
+            self.notify("no campaign file known to this console: no report", severity="warning")
+            return
+        from console.screens.report_screen import ReportScreen
+        self.app.push_screen(ReportScreen(self.app.campaign))
 
     def action_plot_view(self) -> None:
         plot = self.query_one(LossPlot)

@@ -1,5 +1,6 @@
 """One line under the header, shown only when something needs attention: the expiry level past
-"ok" (what to do about it), or the runner not answering (the console keeps reconnecting)."""
+"ok" (what to do about it), a pilot decision awaited (or just taken), or the runner not answering
+(the console keeps reconnecting)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from textual.widgets import Static
 
 from console.expiry import Expiry
 from console.fmt import format_duration
+from console.pilot_view import awaiting, banner_text
 
 MESSAGES = {
     "warning": "WARNING: {to_retrieve} to the retrieval deadline — see what must leave the host (f)",
@@ -47,3 +49,19 @@ class ConnectionBanner(Static):
         ago = f"; last answer {format_duration(now - last_seen)} ago" if last_seen else ""
         self.update(Text(f"runner not answering — reconnecting (try {tries}){ago}: {down_reason}",
                          overflow="ellipsis"))
+
+
+class PilotBanner(Static):
+    DEFAULT_CSS = """
+    PilotBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    PilotBanner.-awaiting { display: block; background: $accent; color: $text; }
+    PilotBanner.-decided { display: block; background: $success-darken-2; color: $text; }
+    """
+
+    def show(self, pilot: dict | None, now: float, tz=None) -> None:
+        text = banner_text(pilot, now, tz)
+        self.set_class(text is not None and awaiting(pilot), "-awaiting")
+        self.set_class(text is not None and not awaiting(pilot), "-decided")
+        if text is not None:
+            text.no_wrap, text.overflow = True, "ellipsis"
+            self.update(text)
