@@ -80,9 +80,14 @@ class RunWatch:
         changed |= self._supervisor()
         return changed
 
-    def _metrics(self) -> bool:
+    def _metrics(self, catch_up: bool = False) -> bool:
+        """One bounded read a tick (a long file is caught up over several ticks, so the socket
+        stays responsive); `catch_up` reads to the end."""
         changed = False
-        for batch in self.stream.iter_batches():
+        batches = self.stream.iter_batches() if catch_up else iter([self.stream.poll()])
+        for batch in batches:
+            if not batch:
+                continue
             self.ledger.record_metrics(self.run_id, batch, offset=self.stream.offset,
                                        bad_lines=self.stream.garbage, restarts=self.stream.restarts)
             for rec in batch:
@@ -176,7 +181,7 @@ class RunWatch:
     # -- the end -------------------------------------------------------------------------------
     def finish(self) -> tuple[str, str | None, dict | None]:
         """Everything left in the folder, then (state, reason, exit info) of this attempt."""
-        self._metrics()
+        self._metrics(catch_up=True)
         self._checkpoints(force=True)
         self._verdict()
         self._supervisor()
