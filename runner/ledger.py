@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -166,6 +167,56 @@ def text_number(value: float | None, text: str | None) -> float | None:
     return None
 
 
+def _is_num(v: Any) -> bool:
+    return (type(v) is float or type(v) is int)
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _count_sum(rows: list[dict], name: str) -> int:
+    """The sum of a count column (`truncated`, `samples`); lines without it, or with a value that
+    is not a finite number, add nothing."""
+    values = [v for v in map(operator.methodcaller("get", name), rows) if v is not None]
+    try:
+        total = sum(values)
+        if math.isfinite(total) and all(map(_is_num, values)):
+            return int(total)
+    except TypeError:
+        pass
+    return int(sum(v for v in values if _is_num(v) and math.isfinite(v)))
+
+
+def _fold_last(rows: list[dict]) -> dict[str, tuple[Any, int | None, float | None]]:
+    """name -> (last numeric value, step and t of the line it came from). Lines usually carry the
+    same names, so `dict.update` does the work and only names missing from the last line are
+    looked up backwards."""
+    if not rows:
+        return {}
+    merged: dict[str, Any] = {}
+    for r in rows:
+        merged.update(r)
+    out: dict[str, tuple[Any, int | None, float | None]] = {}
+    final = rows[-1]
+    missing = set()
+    for name, value in merged.items():
+        if name in ("t", "step"):
+            continue
+        if name in final:
+            out[name] = (value, final.get("step"), final.get("t"))
+        else:
+            missing.add(name)
+    for r in reversed(rows):
+        if not missing:
+            break
+        for name in missing & r.keys():
+            out[name] = (r[name], r.get("step"), r.get("t"))
+        missing -= r.keys()
+    return {k: (v, s if _is_int(s) else None, t if _is_num(t) else None)
+            for k, (v, s, t) in out.items() if _is_num(v)}
+
+
 class Ledger:
     """The runner's writing side. Every method commits before returning; `durable=True` commits
     with synchronous=FULL (verdicts, stops, aborts), so a power cut cannot lose them."""
@@ -236,32 +287,15 @@ class Ledger:
                        restarts: int) -> None:
         """Fold a batch of metric records into the run's summary (last value of each metric,
         progress counters, step rate). `bad_lines`/`restarts` are the reader's running totals."""
-        last: dict[str, tuple[Any, int | None, float | None]] = {}
-        truncated = samples = 0
-        first_t = last_t = first_step = last_step = None
-        n = 0
-        for rec in records:
-            if "event" in rec:
-                continue
-            n += 1
-            t = rec.get("t")
-            step = rec.get("step")
-            step = step if isinstance(step, int) and not isinstance(step, bool) else None
-            if isinstance(t, (int, float)):
-                first_t = t if first_t is None else first_t
-                last_t = t
-            if step is not None:
-                first_step = step if first_step is None else first_step
-                last_step = step
-            for name, value in rec.items():
-                if name in ("t", "step"):
-                    continue
-                if name == "truncated" and isinstance(value, (int, float)) and math.isfinite(value):
-                    truncated += int(value)
-                elif name == "samples" and isinstance(value, (int, float)) and math.isfinite(value):
-                    samples += int(value)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    last[name] = (value, step, t if isinstance(t, (int, float)) else None)
+        rows = [r for r in records if "event" not in r]
+        n = len(rows)
+        last = _fold_last(rows)
+        truncated = _count_sum(rows, "truncated")
+        samples = _count_sum(rows, "samples")
+        times = [r for r in rows if _is_num(r.get("t"))]
+        steps = [r for r in (rows[0], rows[-1]) if _is_int(r.get("step"))] if rows else []
+        first_t, last_t = (times[0]["t"], times[-1]["t"]) if times else (None, None)
+        first_step, last_step = (steps[0]["step"], steps[-1]["step"]) if steps else (None, None)
         with self.transaction() as c:
             for name, (value, step, t) in last.items():
                 real, text = number_text(value)

@@ -90,7 +90,7 @@ class RunWatch:
                 continue
             self.ledger.record_metrics(self.run_id, batch, offset=self.stream.offset,
                                        bad_lines=self.stream.garbage, restarts=self.stream.restarts)
-            for rec in batch:
+            for rec in [r for r in batch if "event" in r]:
                 if rec.get("event") == "checkpoint" and isinstance(rec.get("path"), str):
                     path = self._abs(rec["path"])
                     new = self.ledger.upsert_checkpoint(

@@ -1,4 +1,5 @@
-"""The runner's CPU share of one core and its RSS while 8 runs each write 100 metric lines a second.
+"""The runner's CPU share of one core and its RSS while 8 runs each write 100 metric lines a second,
+and how fast it catches up on a long metrics file (ledger side: decode, fold, write).
 
 Goal (issue 4): under 2 % of one core and under 80 MB. Run: `python tests/bench/bench_runner_cpu.py
 [--runs 8] [--rate 100] [--seconds 20]`. Starts a real runner on a throwaway campaign (CAMPAIGN_SLOTS
@@ -9,6 +10,7 @@ Goal (issue 4): under 2 % of one core and under 80 MB. Run: `python tests/bench/
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -39,12 +41,46 @@ with open(path, "a") as f:
 '''
 
 
+def catch_up(lines: int) -> None:
+    """Lines a second from a long metrics.jsonl into the ledger's summary (decode + fold + write),
+    as a restarted runner catches up on a run that went on without it."""
+    import json
+
+    from runner import ledger as L
+    from runner.watcher import RunWatch
+    base = Path(tempfile.mkdtemp(prefix="bench-catchup-"))
+    try:
+        rd = base / "runs" / "a-00000000"
+        rd.mkdir(parents=True)
+        with open(rd / "metrics.jsonl", "w") as f:
+            for i in range(lines):
+                f.write(json.dumps({"t": 1e9 + i * 0.01, "step": i, "loss": 1.0 / (i + 1), "dev_acc": 0.5,
+                                    "truncated": 0, "samples": 32}) + "\n")
+        led = L.Ledger(base / "ledger.sqlite")
+        run = {"id": "a-00000000", "variant": "a", "category": "essential", "config_hash": "00000000",
+               "state": "running", "run_dir": str(rd), "planned_hours": 1, "attempts": 1}
+        led.insert_run(run)
+        watch = RunWatch(led, run, root=base, metrics_regex=None, checkpoint_glob=None)
+        t0 = time.perf_counter()
+        watch.finish()
+        dt = time.perf_counter() - t0
+        print(f"catch-up: {lines} lines into the ledger in {dt:.2f} s = {lines / dt:,.0f} lines/s "
+              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        watch.close()
+        led.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--catch-up-lines", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args()
+    if args.catch_up_lines:
+        catch_up(args.catch_up_lines)
     base = Path(tempfile.mkdtemp(prefix="bench-runner-"))
     run_seconds = args.seconds + 30
     names = [f"v{i}" for i in range(args.runs)]
@@ -57,7 +93,6 @@ def main() -> int:
                     f'command = ["{sys.executable}", "writer.py", "{args.rate}", "{run_seconds}"]\nhours = 1\n')
     text.append('[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n')
     (base / "campaign.toml").write_text("\n".join(text))
-    import os
     os.environ["CAMPAIGN_SLOTS"] = str(args.runs)
     os.environ["CAMPAIGN_GRACE_SECONDS"] = "5"
     c = load_campaign(base)
