@@ -1,5 +1,7 @@
 """Writes the console's screenshots (SVG, 80x24) from the demo campaign at fixed moments:
-the main screen in each expiry level, the run detail, the plan and the retrieval screen.
+the main screen in each expiry level (and once at 120 columns), the run detail, the plan, the
+retrieval screen, the report screen on the demo at its close (screenshots/closing_scene.py), and
+that report's Markdown rendered as a page (report-markdown.svg).
 
     python screenshots/make_screenshots.py [OUT_DIR]      (default: this folder)
 
@@ -22,9 +24,11 @@ for p in (ROOT, ROOT / "tests"):
 
 from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
 from runner.nvml import Nvml  # noqa: E402
-from screenshots.scene import PIDS, scene_app, write_scene  # noqa: E402
+from screenshots.closing_scene import write_closing_scene  # noqa: E402
+from screenshots.scene import PIDS, moments, scene_app, write_scene  # noqa: E402
 
 SCENE_DIR = Path("/tmp/campaign-console-screens/campaign-demo")   # fixed: it shows in the paths
+CLOSING_DIR = Path("/tmp/campaign-console-screens/campaign-done")  # same length: same wrapping
 SIZE = (80, 24)
 
 # name -> (expiry level, keys pressed after the first tick[, terminal size when not 80x24])
@@ -37,7 +41,9 @@ SHOTS = {
     "run-detail": ("ok", ["down", "down", "d"]),
     "plan": ("ok", ["p"]),
     "retrieval": ("warning", ["f"]),
+    "report": ("closed", ["R"]),          # drawn on the closing scene
 }
+CLOSED_LEVELS = ("closed",)
 
 
 def recorded_nvml() -> Nvml:
@@ -72,12 +78,35 @@ def build_scene(folder: Path = SCENE_DIR) -> Path:
     return folder
 
 
+def build_closing_scene(folder: Path = CLOSING_DIR) -> Path:
+    write_closing_scene(folder)
+    return folder
+
+
+def report_markdown_svg(folder: Path) -> str:
+    """The closing scene's report Markdown rendered as a page (Rich, recorded, exported as SVG)."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from console.screens.report_screen import build_markdown
+    from runner.campaign import load_campaign
+
+    markdown = build_markdown(load_campaign(folder / "campaign.toml"), moments(folder)["closed"])
+    page = Console(record=True, width=96, file=io.StringIO(), color_system="truecolor", force_terminal=True)
+    page.print(Markdown(markdown, hyperlinks=False))
+    return page.export_svg(title="campaign report --markdown")
+
+
 async def main(out: Path) -> None:
-    folder = build_scene()
+    folder, closing = build_scene(), build_closing_scene()
     out.mkdir(parents=True, exist_ok=True)
     for name, (level, keys, *size) in SHOTS.items():
-        await shoot(name, level, keys, folder, out, *size)
+        await shoot(name, level, keys, closing if level in CLOSED_LEVELS else folder, out, *size)
         print(out / f"{name}.svg")
+    (out / "report-markdown.svg").write_text(report_markdown_svg(closing), encoding="utf-8")
+    print(out / "report-markdown.svg")
 
 
 if __name__ == "__main__":

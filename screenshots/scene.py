@@ -25,10 +25,11 @@ def _bundle_times(folder: Path) -> tuple[float, float, float]:
 
 def moments(folder: Path) -> dict[str, float]:
     """A moment in each expiry level of the demo's window (the demo's window closes 25 minutes
-    after it is written, retrieval 6 minutes before that, warning 18 minutes before that)."""
+    after it is written, retrieval 6 minutes before that, warning 18 minutes before that); "closed"
+    is when the closing scene's report is built (screenshots/closing_scene.py)."""
     _, retrieve_by, expires = _bundle_times(folder)
     return {"ok": NOW + 20, "warning": retrieve_by - 9 * 60 - 12, "critical": retrieve_by + 2 * 60 + 31,
-            "expired": expires + 3 * 60 + 5}
+            "expired": expires + 3 * 60 + 5, "closed": NOW + 15 * 60}
 
 
 RUNS = [  # id, variant, category, state, steps, launched (s after NOW), hours planned, expected

@@ -62,3 +62,39 @@ async def test_palette_lists_the_actions_and_refusals_are_reported(tmp_path):
         await app.tick()
         await pilot.pause()
         assert "reconnecting (try 1)" in screen_text(app)
+
+
+async def test_report_screen_builds_off_the_ui_thread_and_never_shows_zero_cost(tmp_path, monkeypatch):
+    """No run recorded: nothing approved, so the cost per approved deliverable is undefined (with
+    the committed cost), never zero; the report is built in a worker thread, not the UI's."""
+    import threading
+
+    import console.screens.report_screen as report_screen
+
+    threads = []
+    real = report_screen.build_page
+
+    def recording(campaign, now=None):
+        threads.append(threading.current_thread())
+        return real(campaign, now)
+
+    monkeypatch.setattr(report_screen, "build_page", recording)
+    write_scene(tmp_path / "demo")
+    app, _ = _app(tmp_path / "demo", use_user_keymap=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        names = [hit.text async for hit in ConsoleActions(app.screen).discover()]
+        assert any("closing report" in n for n in names)
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, report_screen.ReportScreen)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = screen_text(app)
+        assert threads and threads[0] is not threading.main_thread()
+        assert "0 approved · cost per approved: undefined · committed 47.14 USD" in text
+        assert text.index("Conclusion") < text.index("Budget") if "Budget" in text else "Conclusion" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main_screen

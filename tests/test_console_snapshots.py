@@ -1,7 +1,7 @@
 """Snapshot tests of the console's main screens: the demo scene (fixed data, fixed clock, recorded
-NVML answers) drawn at 80x24 and compared, as text, with the stored renderings in
-tests/console_snapshots/. After an intended change: CONSOLE_SNAPSHOTS_UPDATE=1 pytest this file,
-then read the diff."""
+NVML answers) drawn at 80x24 (and the main screen at 120x30), and the report screen on the demo at
+its close, compared as text with the stored renderings in tests/console_snapshots/. After an
+intended change: CONSOLE_SNAPSHOTS_UPDATE=1 pytest this file, then read the diff."""
 
 from __future__ import annotations
 
@@ -20,24 +20,38 @@ import make_screenshots  # noqa: E402
 STORED = Path(__file__).parent / "console_snapshots"
 UPDATE = os.environ.get("CONSOLE_SNAPSHOTS_UPDATE") == "1"
 PLACEHOLDER = "/tmp/ccsnap-XXXXXXXX/demo"
+CLOSING_PLACEHOLDER = "/tmp/ccsnap-XXXXXXXX/done"
 
 
 @pytest.fixture(scope="module")
-def scene():
-    # a path of fixed length: the retrieval screen wraps by it
+def scenes():
+    # paths of fixed length: the retrieval and report screens wrap by them
     base = Path(tempfile.mkdtemp(prefix="ccsnap-", dir="/tmp"))
-    folder = base / "demo"
-    assert len(str(folder)) == len(PLACEHOLDER)
+    folder, closing = base / "demo", base / "done"
+    assert len(str(folder)) == len(PLACEHOLDER) == len(str(closing))
     make_screenshots.write_scene(folder)
-    yield folder
+    yield folder, closing
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def closing(scenes):
+    """The closed campaign (real checkpoints: written in a child process) only when a test needs it."""
+    make_screenshots.build_closing_scene(scenes[1])
+    return scenes[1]
+
+
+@pytest.fixture
+def scene(scenes):
+    return scenes[0]
+
+
 @pytest.mark.parametrize("name", list(make_screenshots.SHOTS))
-async def test_screen_matches_stored(scene, name, tmp_path):
+async def test_screen_matches_stored(scene, name, tmp_path, request):
     level, keys, *size = make_screenshots.SHOTS[name]
-    text = await make_screenshots.shoot(name, level, keys, scene, tmp_path, *size)
-    text = text.replace(str(scene), PLACEHOLDER)
+    folder = request.getfixturevalue("closing") if level in make_screenshots.CLOSED_LEVELS else scene
+    text = await make_screenshots.shoot(name, level, keys, folder, tmp_path, *size)
+    text = text.replace(str(scene), PLACEHOLDER).replace(str(folder.parent / "done"), CLOSING_PLACEHOLDER)
     svg = (tmp_path / f"{name}.svg").read_text(encoding="utf-8")
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     stored = STORED / f"{name}.txt"
@@ -46,6 +60,11 @@ async def test_screen_matches_stored(scene, name, tmp_path):
         if not UPDATE:
             pytest.fail(f"no stored rendering for {name}: wrote {stored}; read it and run again")
     assert text + "\n" == stored.read_text(encoding="utf-8")
+
+
+def test_report_markdown_renders_as_a_page(closing):
+    svg = make_screenshots.report_markdown_svg(closing)
+    assert svg.startswith("<svg") and "Closing" in svg and "23.57" in svg
 
 
 async def test_same_scene_draws_the_same_twice(scene, tmp_path):
