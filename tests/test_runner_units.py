@@ -242,3 +242,20 @@ def test_state_paths_from_a_campaign_a_folder_or_a_file(tmp_path):
                    str(tmp_path / "campaign.toml")):
         assert paths_for(target).socket == want, target
     assert isinstance(paths_for(Path(tmp_path)).root, Path)
+
+
+def test_metric_fold_keeps_the_step_of_sparse_metrics_and_ignores_bad_counts(tmp_path):
+    led = L.Ledger(tmp_path / "l.sqlite")
+    led.insert_run({"id": "a-1", "variant": "a", "category": "essential", "config_hash": "1", "state": "running",
+                    "run_dir": str(tmp_path), "planned_hours": 1})
+    rows = [{"t": 1.0, "step": 1, "loss": 3.0, "dev_acc": 0.4, "samples": 10, "truncated": 1},
+            {"t": 2.0, "step": 2, "loss": 2.0, "samples": "ten", "truncated": float("nan")},
+            {"t": 3.0, "step": 3, "loss": 1.0, "note": "text is not a metric", "samples": 5}]
+    led.record_metrics("a-1", rows, offset=1, bad_lines=0, restarts=0)
+    last = L.metric_last(led.conn)["a-1"]
+    assert last["dev_acc"] == {"value": 0.4, "step": 1, "t": 1.0}
+    assert last["loss"]["step"] == 3 and "note" not in last
+    prog = L.progress(led.conn)["a-1"]
+    assert (prog["samples"], prog["truncated"], prog["lines"]) == (15, 1, 3)
+    assert prog["step_rate"] == 1.0
+    led.close()
