@@ -215,6 +215,59 @@ def resumable_loader(dataset: Any, batch_size: int, *, seed: int = 0, shuffle: b
 
 
 # ---------------------------------------------------------------------------------------------
+# A consistent copy of the state, so serialisation can leave the training thread
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _room_for_copy(state: dict[str, Any]) -> bool:
+    """A second host copy must fit with room to spare; otherwise serialise in the loop (slower)."""
+    try:
+        import psutil
+        return _tensor_bytes(state) * 1.5 < psutil.virtual_memory().available
+    except Exception:
+        return False
+
+
+def snapshot(obj: Any, _memo: dict | None = None) -> Any:
+    """A deep copy whose tensors are detached CPU copies (GPU tensors are copied to the host).
+
+    Containers keep their type and attributes (a module state dict's `_metadata`); tensors that
+    were the same view of the same memory stay one tensor in the copy (tied weights stay tied).
+    """
+    memo: dict = {} if _memo is None else _memo
+    if isinstance(obj, torch.Tensor):
+        key = (obj.untyped_storage().data_ptr(), obj.storage_offset(), tuple(obj.shape), obj.stride(),
+               obj.dtype, str(obj.device)) if obj.numel() else None
+        if key is not None and key in memo:
+            return memo[key]
+        out = obj.detach().to("cpu", copy=True)
+        if key is not None:
+            memo[key] = out
+        return out
+    if isinstance(obj, dict):
+        out = type(obj)()
+        for k, v in obj.items():
+            out[k] = snapshot(v, memo)
+        attrs = getattr(obj, "__dict__", None)
+        if attrs:
+            out.__dict__.update({k: snapshot(v, memo) for k, v in attrs.items()})
+        return out
+    if isinstance(obj, list):
+        return [snapshot(v, memo) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(snapshot(v, memo) for v in obj)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
 # The checkpointer
 
 @dataclass
@@ -246,7 +299,8 @@ class Checkpointer:
 
     def __init__(self, model: torch.nn.Module, optimizer: Any = None, *, scheduler: Any = None,
                  scaler: Any = None, sampler: ResumableSampler | None = None, every_s: float | None = None,
-                 keep: int = 3, directory: str | Path | None = None, install_signals: bool = True) -> None:
+                 keep: int = 3, directory: str | Path | None = None, install_signals: bool = True,
+                 background: bool = True) -> None:
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -257,6 +311,8 @@ class Checkpointer:
             every_s = float(env) if env else DEFAULT_EVERY_S
         self.every_s = float(every_s)
         self.keep = max(1, int(keep))
+        self.background = background          # False: serialise in the loop (no second host copy)
+        self.last_stall_seconds: float | None = None
         self.dir = Path(directory) if directory else metrics.run_dir() / CHECKPOINT_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.should_stop = False
@@ -319,12 +375,14 @@ class Checkpointer:
              extra: dict[str, Any] | None = None, final: bool = False) -> Path:
         """Writes a checkpoint now; returns its final path (durable once `wait()` returns)."""
         self.wait()
+        t0 = time.perf_counter()
         if data_state is None and self.sampler is not None:
             data_state = self.sampler.state_dict()
         holds = self.holds(data_state)
-        state: dict[str, Any] = {"format": FORMAT, "model": self.model.state_dict(),
-                                 "progress": {"step": int(step), "epoch": epoch, "extra": dict(extra or {})},
-                                 "rng": rng_state(), "holds": holds}
+        state: dict[str, Any] | None = {
+            "format": FORMAT, "model": self.model.state_dict(),
+            "progress": {"step": int(step), "epoch": epoch, "extra": dict(extra or {})},
+            "rng": rng_state(), "holds": holds}
         if self.optimizer is not None:
             state["optimizer"] = self.optimizer.state_dict()
         if self.scheduler is not None:
@@ -336,29 +394,41 @@ class Checkpointer:
         name = FINAL_NAME if final else checkpoint_name(step)
         dst = self.dir / f"{name}.pt"
         tmp = self.dir / f".{name}.pt.tmp-{os.getpid()}"
-        t0 = time.perf_counter()
-        try:
-            torch.save(state, tmp)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        mode = "snapshot" if self.background and _room_for_copy(state) else "inline"
+        if mode == "snapshot":
+            state = snapshot(state)          # the loop may go on: this copy no longer changes
+        else:
+            try:
+                torch.save(state, tmp)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            state = None
         stall = time.perf_counter() - t0
-        del state
         meta = {"format": FORMAT, "run_id": metrics.run_id(), "step": int(step), "epoch": epoch,
-                "time": time.time(), "holds": holds, "final": final, "stall_seconds": round(stall, 4)}
-        self._pending = threading.Thread(target=self._complete, args=(tmp, dst, meta, t0),
+                "time": time.time(), "holds": holds, "final": final, "stall_seconds": round(stall, 4),
+                "save_mode": mode}
+        self._pending = threading.Thread(target=self._complete, args=(state, tmp, dst, meta, t0),
                                          name="checkpoint-commit", daemon=False)
+        del state
         self._pending.start()
         self.save_requested = False
         self.last_save_at = time.monotonic()
         self.last_path = dst
+        self.last_stall_seconds = stall
         if final:
             self.wait()
         return dst
 
-    def _complete(self, tmp: Path, dst: Path, meta: dict[str, Any], t0: float) -> None:
-        """fsync + sha256, rename into place, sidecar, prune, announce (off the training thread)."""
+    def _complete(self, state: dict | None, tmp: Path, dst: Path, meta: dict[str, Any], t0: float) -> None:
+        """[Serialise the snapshot,] fsync + sha256, rename into place, sidecar, prune, announce.
+
+        Runs off the training thread: torch.save releases the GIL while it writes tensor data.
+        """
         try:
+            if state is not None:
+                torch.save(state, tmp)
+                del state
             digest = hashlib.sha256()
             size = 0
             with open(tmp, "rb") as f:

@@ -38,13 +38,14 @@ def _assert_bitwise_equal(a, b, where="state"):
 
 @pytest.mark.parametrize("mode", ["plain", "sched", "loader"])
 def test_resume_after_sigkill_is_bitwise_equal(tmp_path, mode):
+    extra = ("--inline",) if mode == "sched" else ()     # one case serialises in the loop
     straight_dir, broken_dir = tmp_path / "straight", tmp_path / "broken"
-    r = run_loop(straight_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "a.pt"))
+    r = run_loop(straight_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "a.pt"), *extra)
     assert r.returncode == 0, r.stderr
 
     half = N // 2 + 1          # with 50 samples and batches of 8, step 13 is mid-epoch
     proc = start_loop(broken_dir, "--steps", str(N), "--mode", mode, "--checkpoint-at", str(half),
-                      "--pause-after-checkpoint")
+                      "--pause-after-checkpoint", *extra)
     try:
         event = wait_for(lambda: checkpoint_event(broken_dir, half), "the checkpoint event", proc=proc)
     finally:
@@ -52,7 +53,7 @@ def test_resume_after_sigkill_is_bitwise_equal(tmp_path, mode):
     assert proc.returncode == -signal.SIGKILL
     assert (broken_dir / "checkpoints" / f"ckpt-{half:09d}.pt").exists()
 
-    r = run_loop(broken_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "b.pt"),
+    r = run_loop(broken_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "b.pt"), *extra,
                  CAMPAIGN_RESUME_FROM=event["path"], CAMPAIGN_ATTEMPT="2")
     assert r.returncode == 0, r.stderr
     a, b = _final(tmp_path / "a.pt"), _final(tmp_path / "b.pt")
@@ -171,3 +172,51 @@ def test_rng_and_sampler_state_round_trip(tmp_path):
     assert list(t) == full[4:]
     with pytest.raises(ValueError, match="corpus or seed changed"):
         ResumableSampler(11, seed=3).load_state_dict(s.state_dict())
+
+
+def test_snapshot_is_a_deep_copy_that_keeps_ties_and_metadata():
+    from runner.checkpoint import snapshot
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight                       # tied weights
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    sd = model.state_dict()
+    snap = snapshot({"model": sd, "list": [torch.ones(2)], "n": 3})
+    assert snap["model"]._metadata == sd._metadata
+    assert snap["model"]["emb.weight"] is snap["model"]["head.weight"]
+    before = snap["model"]["emb.weight"].clone()
+    with torch.no_grad():
+        emb.weight.add_(1.0)                       # training goes on: the copy must not move
+    assert torch.equal(snap["model"]["emb.weight"], before)
+    assert snap["n"] == 3 and torch.equal(snap["list"][0], torch.ones(2))
+
+
+def test_inline_and_background_saves_hold_the_same_state(tmp_path):
+    from runner.checkpoint import Checkpointer
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    paths = []
+    for background in (True, False):
+        state = torch.get_rng_state()
+        ck = Checkpointer(model, opt, directory=tmp_path / str(background), install_signals=False,
+                          background=background)
+        paths.append(ck.save(5, data_state={"index": 9}))
+        ck.wait()
+        torch.set_rng_state(state)
+    a, b = (torch.load(p, weights_only=True) for p in paths)
+    assert json.loads(paths[0].with_suffix(".json").read_text())["save_mode"] == "snapshot"
+    assert json.loads(paths[1].with_suffix(".json").read_text())["save_mode"] == "inline"
+    _assert_bitwise_equal(a, b)
+
+
+def test_background_save_failure_is_raised_at_the_next_wait(tmp_path):
+    from runner.checkpoint import Checkpointer
+    model = torch.nn.Linear(2, 2)
+    ck = Checkpointer(model, directory=tmp_path, install_signals=False)
+    ck.save(1, extra={"not picklable": lambda: 0})
+    with pytest.raises(RuntimeError, match="could not be written"):
+        ck.wait()
+    assert not list(tmp_path.glob("*.pt")) and not list(tmp_path.glob(".*tmp*"))

@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=1e9)
     ap.add_argument("--keep", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--inline", action="store_true", help="serialise in the loop (no background snapshot)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -50,7 +51,7 @@ def main() -> int:
         loader = resumable_loader(torch.utils.data.TensorDataset(xs, ys), batch_size=8, seed=7)
     ckpt = Checkpointer(model, opt, scheduler=sched, scaler=scaler,
                         sampler=loader.sampler if loader is not None else None,
-                        every_s=args.every, keep=args.keep)
+                        every_s=args.every, keep=args.keep, background=not args.inline)
     restored = ckpt.restore()
     step = restored.step if restored else 0
 

@@ -1,0 +1,97 @@
+"""Benchmark: the training stall of one checkpoint against a plain `torch.save` of the same state,
+the time until it is durable, and the time to verify it in a new process. Prints figures.
+
+    python tests/bench/bench_checkpoint.py [--mb 200] [--repeat 3] [--dir /tmp]
+
+The model's weights are at least `--mb` MB (float32); with Adam's two moments the full state is
+about three times that. The stall is what the training loop waits for (`Checkpointer.save`
+returning); fsync, sha256, rename, sidecar and pruning then run in a background thread, reported
+as "durable after". The plain baseline is `torch.save(state, path)` with no fsync at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from runner.checkpoint import Checkpointer, rng_state  # noqa: E402
+from runner.checkpoint_grade import verify_in_subprocess  # noqa: E402
+
+
+def build(mb: float) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    width = 2048
+    layers = max(1, int(mb * 1e6 / 4 / (width * width)) + 1)
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model(torch.randn(4, width)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=float, default=200.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default=None, help="where to write (default: a temp folder)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    model, opt = build(args.mb)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        folder = Path(tmp)
+        os.environ["CAMPAIGN_RUN_DIR"] = str(folder / "run")
+        sampler_state = {"epoch": 0, "consumed": 123}
+
+        def plain_state() -> dict:
+            return {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "progress": {"step": 1, "epoch": 0}, "rng": rng_state(), "data": sampler_state}
+
+        plain, plain_fsync = [], []
+        for i in range(args.repeat):
+            p = folder / f"plain-{i}.pt"
+            t0 = time.perf_counter()
+            torch.save(plain_state(), p)
+            plain.append(time.perf_counter() - t0)
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+            plain_fsync.append(time.perf_counter() - t0)
+            size = p.stat().st_size
+            p.unlink()
+
+        ck = Checkpointer(model, opt, keep=2, install_signals=False)
+        stall, durable = [], []
+        last = None
+        for i in range(args.repeat):
+            t0 = time.perf_counter()
+            last = ck.save(i + 1, data_state=sampler_state)
+            stall.append(time.perf_counter() - t0)
+            ck.wait()
+            durable.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        res = verify_in_subprocess(last, timeout=900)
+        verify_wall = time.perf_counter() - t0
+
+    med = statistics.median
+    print(f"weights {weights / 1e6:.0f} MB, checkpoint file {size / 1e6:.0f} MB (model + Adam + rng + data)")
+    print(f"plain torch.save:            median {med(plain):.3f} s  (runs: {', '.join(f'{x:.3f}' for x in plain)})")
+    print(f"plain torch.save + fsync:    median {med(plain_fsync):.3f} s")
+    print(f"Checkpointer.save stall:     median {med(stall):.3f} s  (runs: {', '.join(f'{x:.3f}' for x in stall)})")
+    print(f"stall ratio to plain save:   {med(stall) / med(plain):.3f}  (goal <= 1.1)")
+    print(f"durable (renamed, sidecar):  median {med(durable):.3f} s after the save began")
+    print(f"verify in a new process:     {verify_wall:.2f} s wall ({res.get('verify_seconds')} s loading and checking)"
+          f" -> verified={res['verified']} grade={res['grade']}")
+    return 0 if res["verified"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
