@@ -40,14 +40,16 @@ PARTS = ("model", "optimizer", "scheduler", "scaler", "progress", "rng", "data")
 # Keys other programs use for each part (first match wins).
 MODEL_KEYS = ("model", "model_state_dict", "state_dict", "model_state", "net", "network", "module", "weights",
               "ema", "params")
-OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict", "optim", "opt", "optimizer_state", "optimizers")
-SCHEDULER_KEYS = ("scheduler", "lr_scheduler", "scheduler_state_dict", "sched", "lr_scheduler_state_dict")
+OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict", "optim", "opt", "optimizer_state", "optimizers",
+                  "optimizer_states")
+SCHEDULER_KEYS = ("scheduler", "lr_scheduler", "scheduler_state_dict", "sched", "lr_scheduler_state_dict",
+                  "lr_schedulers")
 SCALER_KEYS = ("scaler", "grad_scaler", "scaler_state_dict", "amp", "amp_scaler")
 PROGRESS_KEYS = ("step", "iter_num", "global_step", "iteration", "iter", "steps", "epoch", "num_updates")
 RNG_KEYS = ("rng", "rng_state", "rng_states", "torch_rng_state", "random_state", "cpu_rng_state",
             "cuda_rng_state", "numpy_rng_state", "python_rng_state", "generator")
 DATA_KEYS = ("data", "data_state", "sampler", "sampler_state", "dataloader", "dataloader_state", "data_position",
-             "sample_index", "consumed_samples", "batch_idx", "data_iter", "shard_index")
+             "sample_index", "consumed_samples", "batch_idx", "data_iter", "shard_index", "loops")
 
 
 def _result(path: Path) -> dict[str, Any]:

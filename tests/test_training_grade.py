@@ -92,6 +92,9 @@ def test_foreign_files_are_graded_from_what_they_hold(tmp_path):
                 "rng_state": torch.get_rng_state(), "sampler": {"index": 4}}, tmp_path / "fullish.pt")
     torch.save({"net": model.state_dict(), "opt": {"state": {5: {}}, "param_groups": [{"params": [0, 1]}]}},
                tmp_path / "badopt.pt")
+    torch.save({"state_dict": model.state_dict(), "optimizer_states": [opt.state_dict()], "global_step": 40,
+                "epoch": 2, "lr_schedulers": [{"last_epoch": 2}], "loops": {"fit_loop": {"batch": 3}}},
+               tmp_path / "lightning.ckpt")
     torch.save([1, 2, 3], tmp_path / "list.pt")
     (tmp_path / "noise.pt").write_bytes(os.urandom(4096))
 
@@ -103,6 +106,9 @@ def test_foreign_files_are_graded_from_what_they_hold(tmp_path):
     assert any("random-number" in p for p in nano["problems"]) and any("data position" in p for p in nano["problems"])
     fullish = grade_path(tmp_path / "fullish.pt")
     assert fullish["grade"] == "full" and fullish["holds"] == ["model", "optimizer", "progress", "rng", "data"]
+    lightning = grade_path(tmp_path / "lightning.ckpt")
+    assert lightning["holds"] == ["model", "optimizer", "scheduler", "progress", "data"]
+    assert lightning["grade"] == "weights+optimizer" and lightning["step"] == 40    # no RNG states
     bad = grade_path(tmp_path / "badopt.pt")
     assert bad["grade"] == "weights" and any("no param group holds" in p for p in bad["problems"])
     assert bad["verified"] is False
