@@ -63,7 +63,7 @@ def retrieval_items(snapshot: dict, output_dir: str = "deliverables") -> list[It
         if run_dir and Path(run_dir).is_dir():
             records = [p for p in Path(run_dir).iterdir() if p.is_file()]
             items.append(Item("records", Path(run_dir), sum(_size(p) for p in records),
-                              f"{run.get('id')} ({len(records)} files, checkpoints excluded)",
+                              f"{run.get('id')} ({len(records)} file{'' if len(records) == 1 else 's'}, checkpoints excluded)",
                               tuple(sorted(records))))
     return items
 

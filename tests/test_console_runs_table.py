@@ -61,6 +61,9 @@ def test_rules_cell_says_which_rule_fired_or_why_a_run_ended():
     assert rules_cell(fired).plain == "✗ loss not finite (nan)"
     stopped = {"state": "stopped", "stop_reason": "loss is nan at step 140", "stop_rule": "nonfinite"}
     assert rules_cell(stopped).plain == "✗ loss is nan at step 140"
+    # a queued run has nothing judged yet, and no time used
+    queued = {"state": "queued", "rules": ok["rules"], "elapsed_seconds": 0.0, "planned_hours": 1.0}
+    assert rules_cell(queued).plain == "2 rules" and hours_cell(queued).plain == "-/1.0h"
 
 
 def test_fit_and_wrap_keep_to_the_width():

@@ -12,8 +12,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from console.fmt import fmt_bytes, fmt_loss, format_duration
+from console.fmt import as_float, fmt_bytes, fmt_loss, format_duration
 from console.source import SourceError
+from console.widgets.runs.cells import fmt_amount, hours_unit
 
 
 def config_table(detail: dict) -> Table:
@@ -27,9 +28,11 @@ def config_table(detail: dict) -> Table:
                        f"  attempts {run.get('attempts', '-')}  elapsed {format_duration(run.get('elapsed_seconds'))}")
     if run.get("stop_reason"):
         t.add_row("stopped", Text(str(run.get("stop_reason")), style="bold red"))
-    for key in ("category", "hours", "checkpoint_every", "gpus", "base_revision"):
+    for key in ("category", "checkpoint_every", "gpus", "base_revision"):
         if variant.get(key) is not None:
             t.add_row(key, str(variant[key]))
+    if run.get("planned_hours") is not None or variant.get("hours") is not None:
+        t.add_row("time", time_words(run, variant))
     if variant.get("command"):
         t.add_row("command", " ".join(map(str, variant["command"])))
     if variant.get("resume_command"):
@@ -39,6 +42,29 @@ def config_table(detail: dict) -> Table:
     if cfg.get("env"):
         t.add_row("env", " ".join(f"{k}={v}" for k, v in cfg["env"].items()))
     return t
+
+
+def time_words(run: dict, variant: dict) -> str:
+    """Used, planned and expected time, in the run's unit (minutes when planned under an hour)."""
+    planned = as_float(run.get("planned_hours"))
+    planned = planned if planned is not None else as_float(variant.get("hours"))
+    scale, unit = hours_unit(planned)
+    used = as_float(run.get("elapsed_seconds"))
+    words = [f"planned {fmt_amount(planned, scale)}{unit}"]
+    if used is not None:
+        words.insert(0, f"used {fmt_amount(used / 3600.0, scale)}{unit}")
+    expected = as_float(run.get("expected_hours"))
+    if expected is not None:
+        words.append(f"expected {fmt_amount(expected, scale)}{unit}")
+    return ", ".join(words)
+
+
+def value_words(value) -> str:
+    """A rule's judged value, short: 4 significant digits for numbers."""
+    v = as_float(value)
+    if v is None or isinstance(value, str):
+        return str(value)
+    return f"{v:.4g}"
 
 
 def rules_table(detail: dict) -> Table:
@@ -52,7 +78,7 @@ def rules_table(detail: dict) -> Table:
         text = live.get("text") or " ".join(f"{k}={v}" for k, v in r.items())
         state = live.get("state") or "-"
         value = live.get("value")
-        t.add_row(text, Text(state + (f" ({value})" if value is not None else ""),
+        t.add_row(text, Text(state + (f" ({value_words(value)})" if value is not None else ""),
                              style={"fired": "bold red", "ok": "green"}.get(state, "yellow")))
     if not rules:
         t.add_row("no rules apply to this run", "")

@@ -94,7 +94,8 @@ def hours_cell(run: dict) -> Text:
     planned = as_float(run.get("planned_hours"))
     elapsed = as_float(run.get("elapsed_seconds"))
     scale, unit = hours_unit(planned)
-    used = None if elapsed is None else elapsed / 3600.0
+    never_ran = run.get("state") == "queued" or (not elapsed and run.get("launched_at") is None)
+    used = None if elapsed is None or never_ran else elapsed / 3600.0
     if used is None and planned is None:
         return Text("-", style="dim")
     return Text(f"{fmt_amount(used, scale)}/{fmt_amount(planned, scale)}{unit}", style=overrun_style(run))
@@ -152,6 +153,8 @@ def rules_cell(run: dict) -> Text:
                     style="bold red")
     if not rules:
         return Text("-", style="dim")
+    if state == "queued":             # nothing to judge before it runs
+        return Text(f"{len(rules)} rule{'' if len(rules) == 1 else 's'}", style="dim")
     waiting = sum(1 for r in rules if r.get("state") == "waiting")
     ok = len(rules) - waiting
     return Text(f"{ok}/{len(rules)} ok" + (f", {waiting} wait" if waiting else ""), style="green")
