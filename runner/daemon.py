@@ -35,6 +35,9 @@ from runner.status import build_snapshot, frozen_config
 
 TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
 STATUS_PUSH_SECONDS = 1.0
+# ledger events after which the output folder (manifest, RELOAD.md, artifacts) is brought up to date
+OUTPUT_EVENTS = frozenset({"finished", "failed", "stopped", "aborted", "refused", "lost",
+                           "ended_while_down", "decision"})
 MAX_CLIENT_BUFFER = 8 * 1024 * 1024
 
 
@@ -79,6 +82,8 @@ class Daemon:
         self.started_at = time.time()
         self.subscribers: set[asyncio.StreamWriter] = set()
         self.stop_event: asyncio.Event | None = None
+        self.output_stale = False                    # the output folder lags a run's end
+        self.output_task: asyncio.Task | None = None
         self.abort_on_stop = False
         self.dirty = True
         self._last_push = 0.0
@@ -107,6 +112,8 @@ class Daemon:
 
     def _on_ledger_event(self, ev: dict) -> None:
         self.dirty = True
+        if ev.get("kind") in OUTPUT_EVENTS:
+            self.output_stale = True
         if self.subscribers:
             msg = protocol.event("log", ev)
             for w in list(self.subscribers):
@@ -135,11 +142,29 @@ class Daemon:
                         self._push_status()
                     except Exception:
                         log("status push failed:\n" + traceback.format_exc())
+            self._maybe_refresh_output()
             interval = TICK_ACTIVE if self.manager.active else TICK_IDLE
             try:
                 await asyncio.wait_for(self.stop_event.wait(), interval)
             except asyncio.TimeoutError:
                 pass
+
+    def _maybe_refresh_output(self) -> None:
+        """Keep the output folder current as runs end: one refresh at a time, off the loop.
+
+        Verification reloads artifacts in a child process and can take seconds, so it runs in a
+        worker thread; events that arrive meanwhile mark it stale again for one more pass."""
+        if not self.output_stale or (self.output_task is not None and not self.output_task.done()):
+            return
+        self.output_stale = False
+        from runner.manifest import refresh_output
+
+        async def refresh() -> None:
+            try:
+                await asyncio.to_thread(refresh_output, self.campaign)
+            except Exception:
+                log("output folder refresh failed:\n" + traceback.format_exc())
+        self.output_task = asyncio.get_running_loop().create_task(refresh())
 
     async def run(self) -> int:
         self.stop_event = asyncio.Event()
