@@ -12,7 +12,7 @@ import socket
 from rich.table import Table
 from rich.text import Text
 
-from console.fmt import as_float, format_duration
+from console.fmt import as_float, fmt_span
 from console.widgets.runs.cells import fmt_amount, hours_unit
 
 SHOW_DECIDED_SECONDS = 120.0     # the banner recalls a fresh decision this long
@@ -23,8 +23,8 @@ def awaiting(pilot: dict | None) -> bool:
 
 
 def hours_words(hours: float | None) -> str:
-    """A span of hours as a person reads it on a clock: "4:24", "1:02:03", "2d 03:00:00"."""
-    return "-" if hours is None else format_duration(hours * 3600.0)
+    """A span of hours with its units: "4m 24s", "1h 02m", "2d 03h"."""
+    return "-" if hours is None else fmt_span(hours * 3600.0)
 
 
 def fit_words(estimate: dict | None) -> Text:

@@ -10,7 +10,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from console.fmt import fmt_bytes, fmt_iso_local, format_duration
+from console.fmt import fmt_bytes, fmt_iso_local, fmt_span
 from console.retrieval import copy_command, retrieval_items
 
 
@@ -40,7 +40,7 @@ class RetrievalScreen(Screen):
         if rb:
             from console.fmt import parse_iso
             left = parse_iso(rb).timestamp() - self.now
-            head.append(f" ({'in ' + format_duration(left) if left > 0 else 'PAST, ' + format_duration(-left) + ' ago'})",
+            head.append(f" ({'in ' + fmt_span(left) if left > 0 else 'PAST, ' + fmt_span(-left) + ' ago'})",
                         style="bold" if left > 0 else "bold red")
         table = Table(box=None, expand=True, pad_edge=False)
         table.add_column("what", no_wrap=True)

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.expiry import LEVELS, Expiry
-from console.fmt import fmt_iso_local, format_duration
+from console.fmt import fmt_iso_local, fmt_span
 
 
 class BundleHeader(Static):
@@ -37,10 +37,10 @@ class BundleHeader(Static):
         if expiry.remaining_seconds is None:
             text.append("window unknown")
         elif expiry.level == "expired":
-            text.append(f"EXPIRED {format_duration(-expiry.remaining_seconds)} ago", style="bold")
+            text.append(f"EXPIRED {fmt_span(-expiry.remaining_seconds)} ago", style="bold")
         else:
             text.append("left ")
-            text.append(format_duration(expiry.remaining_seconds), style="bold")
+            text.append(fmt_span(expiry.remaining_seconds), style="bold")
         text.append(" │ retrieve by ")
         text.append(fmt_iso_local(b.get("retrieve_by"), tz, short=True), style="bold")
         text.append(f" │ {name}")

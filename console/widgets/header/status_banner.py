@@ -8,12 +8,12 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.expiry import Expiry
-from console.fmt import format_duration
+from console.fmt import fmt_span
 from console.pilot_view import awaiting, banner_text
 
 MESSAGES = {
     "warning": "WARNING: {to_retrieve} to the retrieval deadline — see what must leave the host (f)",
-    "critical": "CRITICAL: retrieval deadline passed — copy files off now (f); expires in {remaining}",
+    "critical": "CRITICAL: retrieval deadline passed: copy files off now (f), {remaining} to expiry",
     "expired": "EXPIRED: the rental window has closed — files left on the host may be gone",
 }
 
@@ -32,8 +32,8 @@ class ExpiryBanner(Static):
         template = MESSAGES.get(expiry.level)
         if template:
             self.update(Text(template.format(
-                to_retrieve=format_duration(expiry.to_retrieve_seconds),
-                remaining=format_duration(expiry.remaining_seconds)), no_wrap=True, overflow="ellipsis"))
+                to_retrieve=fmt_span(expiry.to_retrieve_seconds),
+                remaining=fmt_span(expiry.remaining_seconds)), no_wrap=True, overflow="ellipsis"))
 
 
 class ConnectionBanner(Static):
@@ -46,7 +46,7 @@ class ConnectionBanner(Static):
         self.set_class(down_reason is not None, "-down")
         if down_reason is None:
             return
-        ago = f"; last answer {format_duration(now - last_seen)} ago" if last_seen else ""
+        ago = f"; last answer {fmt_span(now - last_seen)} ago" if last_seen else ""
         self.update(Text(f"runner not answering — reconnecting (try {tries}){ago}: {down_reason}",
                          overflow="ellipsis"))
 
