@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,6 +252,21 @@ class RunManager:
         changed |= self.schedule()
         return changed
 
+    def _stop_orphan(self, run_dir: Path, attempt: int) -> bool:
+        """A supervisor that died (SIGKILL, OOM) leaves its training process running with no rule
+        judging it: stop that whole tree (identity checked by pid and start time) rather than let it
+        hold a GPU unwatched. True when something was stopped."""
+        sup = read_json(run_dir / "supervisor.json")
+        if not isinstance(sup, dict) or sup.get("attempt") != attempt:
+            return False
+        child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
+        if child is None or proctree.gone(child):
+            return False
+        # the grace period is for the script to save a checkpoint: wait it out off the event loop
+        threading.Thread(target=proctree.stop_tree, args=(child.pid, sup.get("pgid") or child.pid, self.grace),
+                         name=f"stop-orphan-{child.pid}", daemon=True).start()
+        return True
+
     def _finish(self, act: Active) -> None:
         state, reason, exit_info = act.watch.finish()
         act.watch.close()
@@ -265,6 +281,8 @@ class RunManager:
             tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
+            if self._stop_orphan(Path(run.get("run_dir", "")), act.attempt):
+                reason += "; its training process was still running unjudged and was stopped (resume it)"
         started = run.get("attempt_started_at") or ended
         cols: dict[str, Any] = dict(state=state, ended_at=ended, exit_attempt=act.attempt,
                                     returncode=(exit_info or {}).get("returncode"),

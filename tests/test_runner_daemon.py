@@ -404,3 +404,21 @@ def test_a_command_that_cannot_start_fails_with_its_reason_and_frees_the_slot(ca
     client.request(c, "start", variant="ok")
     wait_for(lambda: (run_of(status(c), "ok") or {}).get("state") == "finished", what="the next run to use the slot")
     assert status(c)["slots"]["busy"] == 0
+
+
+def test_a_lost_supervisor_does_not_leave_its_run_unjudged(camp):
+    """A supervisor killed with SIGKILL leaves the training process with nobody judging it: the
+    runner marks the run failed, says why, and stops the orphaned process tree."""
+    write_campaign(camp, [{"name": "a", "n": 5000, "delay": 0.02}])
+    c = load_campaign(camp)
+    control.up(c)
+    run = wait_for(lambda: (r := run_of(status(c), "a")) and (r.get("step") or 0) >= 5 and r, what="the run to report")
+    sup = json.loads((Path(run["run_dir"]) / "supervisor.json").read_text())
+    child = psutil.Process(sup["child_pid"])
+    os.kill(sup["pid"], signal.SIGKILL)
+    ended = wait_for(lambda: (r := run_of(status(c), "a")) and r["state"] != "running" and r, timeout=60,
+                     what="the runner to notice the lost supervisor")
+    assert ended["state"] == "failed"
+    assert "supervisor lost" in ended["stop_reason"] and "stopped" in ended["stop_reason"]
+    wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=30,
+             what="the orphaned training process to be stopped")
