@@ -78,7 +78,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=1800)
+    ap.add_argument("--steps", type=int, default=2400)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=48)
     ap.add_argument("--eval-every", type=int, default=200)
