@@ -30,6 +30,7 @@ CLOSING_RUNS = [
     ("lr-x1000", "c0ffee11", "stopped", None, 0.3, 360, ("nonfinite", "nan", 140, "loss is nan at step 140")),
     ("lr-x10", "5eed0a77", "aborted", None, 0.0, None, None),
 ]
+FINAL_STEP = 2400               # the demo's run length (runner/demo/train.py)
 DECIDED_AT = NOW + 190          # after the pilot (the control) ended
 CLOSED_AT = NOW + 15 * 60       # when the report is built
 
@@ -39,7 +40,7 @@ from runner.checkpoint import Checkpointer
 torch.manual_seed(0)
 model = torch.nn.Linear(8, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-Checkpointer(model, opt, every_s=1e9, directory=sys.argv[1], install_signals=False).save_final(1800)
+Checkpointer(model, opt, every_s=1e9, directory=sys.argv[1], install_signals=False).save_final(int(sys.argv[2]))
 """
 
 
@@ -47,7 +48,7 @@ def _final_checkpoint(into: Path) -> None:
     """A real final checkpoint of a tiny model, written in a child process."""
     env = dict(os.environ, CAMPAIGN_RUN_DIR=str(into.parent), CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    subprocess.run([sys.executable, "-c", MAKE_FINAL, str(into)], check=True, env=env, timeout=300,
+    subprocess.run([sys.executable, "-c", MAKE_FINAL, str(into), str(FINAL_STEP)], check=True, env=env, timeout=300,
                    capture_output=True)
 
 
@@ -81,7 +82,7 @@ def write_closing_scene(folder: Path) -> Path:
             t0 = NOW + (launched or 0)
             ended = t0 + minutes * 60 if ran else DECIDED_AT
             if ran:
-                steps = 1800 if state == "finished" else stop[2]
+                steps = FINAL_STEP if state == "finished" else stop[2]
                 lines = [{"t": t0 + s * minutes * 60 / steps, "step": s, "loss": 1.5 - s / 2400,
                           **({"dev_acc": dev_acc - (steps - s) / 20000} if dev_acc is not None else {})}
                          for s in range(0, steps + 1, 100 if steps > 200 else 20)]
@@ -99,10 +100,10 @@ def write_closing_scene(folder: Path) -> Path:
                     shutil.copyfile(template, final)
                     shutil.copyfile(template.with_suffix(".json"), final.with_suffix(".json"))
                 conn.execute("INSERT INTO checkpoints(run_id, path, step, t, bytes, verified, grade, write_seconds,"
-                             " verify_seconds) VALUES (?, ?, 1800, ?, ?, 1, 'full', 0.1, 6.5)",
-                             (run_id, str(final), ended, final.stat().st_size))
-                conn.execute("INSERT INTO metric_last(run_id, name, step, value, text, t) VALUES (?, 'dev_acc', 1800, ?, ?, ?)",
-                             (run_id, dev_acc, repr(dev_acc), ended))
+                             " verify_seconds) VALUES (?, ?, ?, ?, ?, 1, 'full', 0.1, 6.5)",
+                             (run_id, str(final), FINAL_STEP, ended, final.stat().st_size))
+                conn.execute("INSERT INTO metric_last(run_id, name, step, value, text, t) VALUES (?, 'dev_acc', ?, ?, ?, ?)",
+                             (run_id, FINAL_STEP, dev_acc, repr(dev_acc), ended))
             rule, value, step, reason = stop or (None, None, None, None)
             if state == "aborted":
                 reason = "cut at the pilot decision"
