@@ -1,5 +1,8 @@
 """Follows each run's `metrics.jsonl` from where it last stopped reading (byte offset).
 
+An unmodified script with a `metrics_regex` writes no metrics file: its curve comes from the
+lines of its `output.log` that the regex matches, as the runner reads them.
+
 The console reads the files itself, read-only, through `runner.metric_stream.MetricStream` (partial
 last lines wait, bad lines are skipped and counted, a replaced file is read from its start), so
 curves cost the runner nothing. Reading is capped per call so a run with a huge history fills in
@@ -8,24 +11,36 @@ over a few ticks instead of freezing one.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from console.series import SeriesStore
-from runner.metric_stream import MetricStream
+from runner.metric_stream import MetricStream, RegexMetrics
 
 READ_CAP_BYTES = 32 * 1024 * 1024
+
+
+def frozen_metrics_regex(run_dir: Path) -> str | None:
+    """The `metrics_regex` frozen into the run at launch (run.toml), if it has one."""
+    try:
+        with open(run_dir / "run.toml", "rb") as f:
+            regex = tomllib.load(f).get("variant", {}).get("metrics_regex")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return regex if isinstance(regex, str) and regex else None
 
 
 class MetricTail:
     """The `metric` history (default "loss") of one run folder, appended into a SeriesStore."""
 
     def __init__(self, run_dir: str | Path, metric: str = "loss") -> None:
-        self.path = Path(run_dir) / "metrics.jsonl"
+        regex = frozen_metrics_regex(Path(run_dir))
+        self.path = Path(run_dir) / ("output.log" if regex else "metrics.jsonl")
         self.metric = metric
         self.series = SeriesStore()
-        self._stream = MetricStream(self.path)
+        self._stream = MetricStream(self.path, regex=RegexMetrics(regex) if regex else None)
         self._restarts = 0
 
     @property
