@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LOOP = Path(__file__).with_name("training_resume_loop.py")
 DEADLINE_S = 120.0
@@ -73,3 +75,11 @@ def kill_hard(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=DEADLINE_S)
+
+
+@pytest.fixture(autouse=True)
+def training_run_dir(tmp_path, monkeypatch):
+    """In-process Checkpointers write their metric events into the test's folder, never the repo."""
+    monkeypatch.setenv("CAMPAIGN_RUN_DIR", str(tmp_path / "run"))
+    for name in ("CAMPAIGN_RESUME_FROM", "CAMPAIGN_CHECKPOINT_EVERY"):
+        monkeypatch.delenv(name, raising=False)

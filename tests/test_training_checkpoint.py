@@ -8,7 +8,8 @@ import signal
 import pytest
 import torch
 
-from helpers_training import (checkpoint_event, kill_hard, read_lines, run_loop, start_loop, wait_for)
+from helpers_training import (checkpoint_event, kill_hard, read_lines, run_loop, start_loop,  # noqa: F401
+                              training_run_dir, wait_for)
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from helpers_training import env_for, read_lines, wait_for
+from helpers_training import env_for, read_lines, training_run_dir, wait_for  # noqa: F401 (fixture)
 from runner.campaign import load_campaign
 from runner.checkpoint_grade import grade_path
 from runner.clock import read_clock

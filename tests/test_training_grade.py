@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from helpers_training import ROOT, env_for
+from helpers_training import ROOT, env_for, training_run_dir  # noqa: F401 (fixture)
 from runner.checkpoint import Checkpointer, ResumableSampler
 from runner.checkpoint_grade import grade_path, verify_in_subprocess
 

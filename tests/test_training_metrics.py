@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from helpers_training import env_for, read_lines, wait_for
+from helpers_training import env_for, read_lines, training_run_dir, wait_for  # noqa: F401 (fixture)
 
 
 def _script(tmp_path, body: str):
