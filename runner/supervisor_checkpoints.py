@@ -199,7 +199,8 @@ class CheckpointWatcher:
         now = time.time()
         verified = bool(result and result.get("verified"))
         write_json_atomic(verify_path_for(job.path), {
-            "path": str(job.path), "step": job.step, "verified": verified,
+            "path": str(job.path), "step": job.step if job.step is not None else (result or {}).get("step"),
+            "verified": verified,
             "grade": (result or {}).get("grade", "unreadable"), "holds": (result or {}).get("holds", []),
             "problems": (result or {}).get("problems", []) + problems,
             "verify_seconds": round(time.monotonic() - job.started, 3) if job.started else 0.0,
