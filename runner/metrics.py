@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import signal
 import sys
@@ -185,7 +186,9 @@ def report(step: int, loss: Any = None, *, truncated: int | None = None, samples
     """Records one step or eval: `report(120, loss=2.31, dev_acc=0.61, truncated=3, samples=64)`.
 
     `truncated` and `samples` count inputs since the previous call. Non-finite values are kept
-    (written as NaN/Infinity): they are exactly what the `nonfinite` rule looks for.
+    (written as NaN/Infinity): they are exactly what the `nonfinite` rule looks for, so such a line
+    is flushed at once instead of waiting for the buffer's next flush (the stop is milliseconds, not
+    half a second, after the step that diverged).
     """
     w = writer()
     if not w._started:
@@ -200,7 +203,7 @@ def report(step: int, loss: Any = None, *, truncated: int | None = None, samples
         line["truncated"] = int(truncated)
     if samples is not None:
         line["samples"] = int(samples)
-    w.write(line)
+    w.write(line, now=any(isinstance(v, float) and not math.isfinite(v) for v in line.values()))
 
 
 def event(kind: str, **fields: Any) -> None:

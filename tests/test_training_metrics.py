@@ -157,3 +157,21 @@ def test_report_is_cheap_enough_for_every_step(tmp_path):
     assert rate > 0
     assert sum(1 for x in read_lines(tmp_path / "run" / "metrics.jsonl") if "step" in x) == 50000
 
+
+
+def test_a_non_finite_value_is_written_at_once(tmp_path):
+    """The stop rule can only be as fast as the line reaching the file: a NaN is not buffered."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(_script(tmp_path, """
+        import os, time
+        from runner import metrics
+        metrics.writer()                     # started, timer thread running
+        time.sleep(0.2)
+        metrics.report(1, loss=1.0)
+        metrics.report(2, loss=float("nan"))
+        os.kill(os.getpid(), 9)              # no flush by timer, atexit or signal can happen now
+    """))], env=env_for(run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.communicate(timeout=120)
+    lines = read_lines(run_dir / "metrics.jsonl")
+    assert [x.get("step") for x in lines if "step" in x] == [1, 2]
+    assert lines[-1]["loss"] != lines[-1]["loss"]
