@@ -66,7 +66,7 @@ def test_the_example_campaign_passes_check_and_plan(capsys):
         assert any(v in n for n in names), names
 
 
-def test_nanogpt_like_run_is_followed_graded_and_a_sigkill_fails_it(camp):
+def test_nanogpt_like_run_is_followed_graded_killed_and_resumed(camp):
     # long enough that the SIGKILL lands in the middle, whatever the machine's speed
     copy_example(camp, ["gpt-control"], args={"gpt-control": [("--max_iters=3000", "--max_iters=1000000")]})
     c = load_campaign(camp)
@@ -141,6 +141,23 @@ def test_nanogpt_like_run_is_followed_graded_and_a_sigkill_fails_it(camp):
     conn.close()
     assert row["step"] == graded["step"], row
     assert run_of(status(c), "gpt-control")["checkpoint_step"] == graded["step"]
+
+    # `campaign resume` keeps the id and runs the variant's resume_command (nanoGPT's
+    # --init_from=resume), which goes on from the step the file holds
+    rid = run["id"]
+    assert client.request(c, "resume", run=rid)["run"] == rid
+
+    def attempt_two_lines():
+        lines = log_lines(Path(run["run_dir"]))
+        marks = [i for i, line in enumerate(lines) if line.startswith("--- attempt 2 of")]
+        return marks and lines[marks[0]:]
+    lines = wait_for(lambda: (ls := attempt_two_lines()) and any(x.startswith("step ") for x in ls) and ls,
+                     timeout=90, what="the resumed attempt's first evaluation")
+    assert "--init_from=resume" in lines[0] and "Resuming training from out-control" in lines
+    assert next(x for x in lines if x.startswith("step ")).startswith(f"step {graded['step']}: train loss ")
+    again = wait_for(lambda: (r := run_state(c, "gpt-control", "running")) and (r["step"] or 0) > graded["step"] and r,
+                     timeout=60, what="the resumed run to go past its checkpoint")
+    assert again["id"] == rid and again["attempts"] == 2
 
 
 def test_diverging_variant_is_stopped_by_the_nonfinite_rule(camp):
