@@ -327,13 +327,17 @@ class Ledger:
                 for k, v in fields.items() if k in allowed}
         vals.setdefault("t", time.time())
         with self.transaction() as c:
-            new = c.execute("SELECT 1 FROM checkpoints WHERE run_id=? AND path=?", (run_id, path)).fetchone() is None
+            row = c.execute("SELECT step FROM checkpoints WHERE run_id=? AND path=?", (run_id, path)).fetchone()
+            new = row is None
             if new:
                 cols = ["run_id", "path", *vals]
                 c.execute(f"INSERT INTO checkpoints({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           [run_id, path, *vals.values()])
             else:
-                vals.pop("t", None)
+                # the same path at another step is a new checkpoint written in place (nanoGPT's
+                # out/ckpt.pt): its time restarts the countdown; otherwise keep when it was written
+                if vals.get("step") is None or vals.get("step") == row["step"]:
+                    vals.pop("t", None)
                 vals = {k: v for k, v in vals.items() if v is not None}
                 if vals:
                     sets = ", ".join(f"{k} = ?" for k in vals)

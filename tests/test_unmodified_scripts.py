@@ -213,8 +213,6 @@ def test_mnist_like_accuracy_is_a_metric_a_below_rule_judges(camp):
     assert final["checkpoint_path"] == str(camp / "mnist_cnn.pt") and final["checkpoint_verified"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="ledger.upsert_checkpoint keeps a row's first `t`: a checkpoint "
-                   "rewritten in place (nanoGPT's ckpt.pt) never restarts the next-checkpoint countdown")
 def test_an_in_place_rewritten_checkpoint_restarts_the_countdown(camp):
     copy_example(camp, ["gpt-control"], args={"gpt-control": [("--max_iters=3000", "--max_iters=1000000")]})
     c = load_campaign(camp)
