@@ -120,3 +120,15 @@ def test_check_warns_about_an_adapter_without_its_base_revision(tmp_path):
     r = campaign("check", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "control is an adapter without base_revision" in r.stdout
+
+
+def test_check_warns_when_a_step_rule_can_never_be_judged(tmp_path, capsys):
+    """A regex without a step group leaves `below`/`above` rules waiting for ever: say so up front."""
+    from runner.cli import main
+    src = (Path(__file__).resolve().parents[1] / "examples" / "rank-ablation" / "campaign.toml").read_text()
+    src = src.replace('checkpoint_every = "30m"\n',
+                      'checkpoint_every = "30m"\nmetrics_regex = \'loss (?P<loss>\\S+) acc (?P<dev_acc>\\S+)\'\n', 1)
+    (tmp_path / "campaign.toml").write_text(src)
+    assert main(["check", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "control's metrics_regex has no (?P<step>...) group" in out and "below" in out

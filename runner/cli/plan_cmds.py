@@ -92,6 +92,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
     for v in campaign.variants:
         if v.adapter and not v.base_revision:
             print(f"note      {v.name} is an adapter without base_revision: verify will not approve it")
+        if v.metrics_regex and "step" not in re.compile(v.metrics_regex).groupindex:
+            stepped = [r.kind for r in campaign.rules_for(v.name) if r.kind in ("below", "above")]
+            if stepped:
+                print(f"note      {v.name}'s metrics_regex has no (?P<step>...) group: its "
+                      f"{', '.join(stepped)} rule(s) wait for a step that never comes")
     if report.needs_options:
         print("note      see `campaign plan` for the options")
     return 0
