@@ -28,6 +28,7 @@ from typing import Any
 
 from runner import ledger
 from runner.campaign import Campaign, Variant
+from runner.placeholders import expand
 
 # What the training-side helpers write (runner.predictions.DEFAULT_EXPECTS; restated here because
 # that module imports torch and this one must not — a test keeps the two equal).
@@ -302,6 +303,7 @@ def expected_patterns(variant: Variant | None, frozen: dict[str, Any]) -> tuple[
 
 def _match(campaign: Campaign, run: RunRecord, pattern: str) -> tuple[list[tuple[str, Path]], str | None]:
     """Files matching `pattern`, looked for in the run folder, then in the campaign folder."""
+    pattern = expand(pattern, run.id)
     if Path(pattern).is_absolute():
         return [], f"outside the campaign: expects names the absolute path {pattern}"
     if ".." in Path(pattern).parts:

@@ -28,6 +28,7 @@ from runner.atomic import read_json, write_json_atomic, write_text_atomic
 from runner.campaign import Campaign
 from runner.durations import parse_duration
 from runner.ledger import Ledger
+from runner.placeholders import expand, expand_all, expand_opt
 from runner.slots import SlotPlan, initial_queue, order_key
 from runner.status import frozen_config
 from runner.watcher import RunWatch
@@ -90,7 +91,7 @@ class RunManager:
         vt = self._variant_table(run)
         prog = self.ledger.conn.execute("SELECT offset FROM run_progress WHERE run_id=?", (run["id"],)).fetchone()
         return RunWatch(self.ledger, run, root=self.campaign.root, metrics_regex=vt.get("metrics_regex"),
-                        checkpoint_glob=vt.get("checkpoint_glob"), offset=prog["offset"] if prog else 0)
+                        checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run["id"]), offset=prog["offset"] if prog else 0)
 
     # -- queueing ------------------------------------------------------------------------------
     def enqueue(self, variant_name: str, *, why: str = "start") -> dict:
@@ -195,10 +196,11 @@ class RunManager:
         resume = attempt > 1
         run_dir = Path(run["run_dir"])
         argv = list(vt.get("resume_command") or vt.get("command") or []) if resume else list(vt.get("command") or [])
+        argv = expand_all(argv, run["id"])
         keys = [self.slots.keys[i] for i in slot_indexes]
         labels = [self.slots.labels[i] for i in slot_indexes]
         resume_from = self._latest_verified(run["id"]) if resume else None
-        env = {str(k): str(v) for k, v in (vt.get("env") or {}).items()}
+        env = {str(k): expand(str(v), run["id"]) for k, v in (vt.get("env") or {}).items()}
         env.update({"CAMPAIGN_RUN_ID": run["id"], "CAMPAIGN_RUN_DIR": str(run_dir),
                     "CAMPAIGN_DIR": str(self.campaign.root), "CAMPAIGN_ATTEMPT": str(attempt),
                     "CUDA_VISIBLE_DEVICES": ",".join(x for x in labels if x), "PYTHONUNBUFFERED": "1"})

@@ -30,6 +30,7 @@ from runner.atomic import fsync_dir, read_json, write_json_atomic
 from runner.durations import parse_duration
 from runner.errors import CampaignError
 from runner.metric_stream import FileWatch, MetricStream, RegexMetrics
+from runner.placeholders import expand_opt
 from runner.rules import Judge, Verdict
 from runner.supervisor_checkpoints import CheckpointWatcher
 
@@ -71,7 +72,7 @@ class LaunchSpec:
         self.rules = self.config.get("rule", [])
         regex = self.variant_tbl.get("metrics_regex")
         self.regex = RegexMetrics(regex) if regex else None
-        self.checkpoint_glob = self.variant_tbl.get("checkpoint_glob")
+        self.checkpoint_glob = expand_opt(self.variant_tbl.get("checkpoint_glob"), self.run_id)
         every = self.variant_tbl.get("checkpoint_every")
         try:
             self.checkpoint_every = parse_duration(every) if isinstance(every, str) else every
