@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from runner.durations import format_duration
+from runner.durations import format_span as fmt_span
 
 __all__ = ["format_duration", "fmt_span", "fmt_bytes", "fmt_hours", "fmt_loss", "fmt_iso_local", "as_float",
            "parse_iso"]
@@ -29,24 +30,6 @@ def as_float(value: Any) -> float | None:
             return None
     return None
 
-
-def fmt_span(seconds: float | None) -> str:
-    """A span with its units, for what a tired person must not misread ("22:00": 22 minutes or
-    22 hours?): "45s", "22m 05s", "3h 12m", "2d 03h"."""
-    if seconds is None:
-        return "-"
-    sign = "-" if seconds < 0 else ""
-    s = int(abs(seconds))
-    d, rest = divmod(s, 86400)
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    if d:
-        return f"{sign}{d}d {h:02d}h"
-    if h:
-        return f"{sign}{h}h {m:02d}m"
-    if m:
-        return f"{sign}{m}m {sec:02d}s"
-    return f"{sign}{sec}s"
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -17,7 +17,7 @@ import sys
 from runner import client, control
 from runner.campaign import Campaign, load_campaign
 from runner.cli import file_arg
-from runner.durations import format_duration
+from runner.durations import format_duration, format_span
 from runner.errors import RunnerUnavailable
 from runner.status import offline_snapshot
 
@@ -137,8 +137,8 @@ def render_status(snap: dict) -> str:
     else:
         lines.append(f"{c['name']}: {snap.get('runner_error') or 'the runner is not running'}")
     lines.append(f"bundle: {b['provider']} {b['gpu']} {b['plan']}, expires {b['expires_at']} "
-                 f"(in {format_duration(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
-                 f"(in {format_duration(b['retrieve_seconds'])}) [{b['warning']}]")
+                 f"(in {format_span(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
+                 f"(in {format_span(b['retrieve_seconds'])}) [{b['warning']}]")
     if snap.get("gpus"):
         for g in snap["gpus"]:
             mem = (f"{(g['memory_used_bytes'] or 0) / 2**30:.1f}/{(g['memory_total_bytes'] or 0) / 2**30:.1f} GiB"
