@@ -23,7 +23,7 @@ from typing import Any
 
 import tomli_w
 
-from runner import proctree, runid
+from runner import kept_copy, proctree, runid
 from runner.atomic import read_json, write_json_atomic, write_text_atomic
 from runner.campaign import Campaign
 from runner.durations import parse_duration
@@ -156,6 +156,8 @@ class RunManager:
         changed = False
         queued = sorted((r for r in self.ledger.runs() if r["state"] == "queued"), key=order_key(self.campaign))
         for run in queued:
+            if run["id"] in self.active:
+                continue                   # resumed while its last attempt is still stopping
             vt = self._variant_table(run)
             need = max(1, int(vt.get("gpus", 1) or 1))
             remaining_h = max(0.0, float(run["planned_hours"]) - (run.get("active_seconds") or 0.0) / 3600.0)
@@ -199,6 +201,10 @@ class RunManager:
         argv = expand_all(argv, run["id"])
         keys = [self.slots.keys[i] for i in slot_indexes]
         labels = [self.slots.labels[i] for i in slot_indexes]
+        if resume and vt.get("checkpoint_glob"):
+            restored = kept_copy.restore_if_needed(run_dir)
+            if restored:
+                self.ledger.event("checkpoint_restored", run["id"], **restored)
         resume_from = self._latest_verified(run["id"]) if resume else None
         env = {str(k): expand(str(v), run["id"]) for k, v in (vt.get("env") or {}).items()}
         env.update({"CAMPAIGN_RUN_ID": run["id"], "CAMPAIGN_RUN_DIR": str(run_dir),
@@ -291,6 +297,9 @@ class RunManager:
                                     active_seconds=(run.get("active_seconds") or 0.0) + max(0.0, ended - started))
         if state != "finished":
             cols["stop_reason"] = reason
+        if run.get("state") == "queued":
+            # resumed while this attempt was still stopping: it ends, and the run waits for a slot
+            cols["state"] = "queued"
         self.ledger.update_run(act.run_id, durable=True, **cols)
         self.ledger.event(state, act.run_id, durable=True, attempt=act.attempt, reason=reason,
                           returncode=cols["returncode"], signal=(exit_info or {}).get("signal"),

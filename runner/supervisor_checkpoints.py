@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from runner import kept_copy
 from runner.atomic import read_json, write_json_atomic
 
 SCAN_SECONDS = 1.0
@@ -43,9 +44,13 @@ def step_of(ckpt: Path, hint: object = None) -> int | None:
 
 
 class _Job:
-    def __init__(self, path: Path, step: int | None) -> None:
+    def __init__(self, path: Path, step: int | None, from_glob: bool = False) -> None:
         self.path = path
         self.step = step
+        self.from_glob = from_glob          # a file the script saves itself, maybe in place
+        self.snapshot: Path | None = None   # what was graded instead of the live file
+        self.sig: tuple[int, int] | None = None
+        self.copy_problem: str | None = None
         self.proc: subprocess.Popen | None = None
         self.out = b""
         self.err = None
@@ -94,8 +99,9 @@ class CheckpointWatcher:
         if not self.glob:
             return
         self.next_scan = time.monotonic() + SCAN_SECONDS
+        kept = kept_copy.kept_dir(self.run_dir)
         for path in sorted(self.root.glob(self.glob)):
-            if path.name.endswith(".verify.json") or not path.is_file():
+            if path.name.endswith(".verify.json") or not path.is_file() or kept in path.parents:
                 continue
             try:
                 st = path.stat()
@@ -113,9 +119,9 @@ class CheckpointWatcher:
             if done.exists() and done.stat().st_mtime_ns >= st.st_mtime_ns:
                 self.seen.add((key, *sig))              # graded by an earlier attempt
                 continue
-            self._enqueue(path, None)
+            self._enqueue(path, None, from_glob=True)
 
-    def _enqueue(self, path: Path, step: object) -> None:
+    def _enqueue(self, path: Path, step: object, from_glob: bool = False) -> None:
         try:
             st = path.stat()
         except OSError:
@@ -124,7 +130,7 @@ class CheckpointWatcher:
         if key in self.seen:
             return
         self.seen.add(key)
-        self.queue.append(_Job(path, step_of(path, step)))
+        self.queue.append(_Job(path, step_of(path, step), from_glob))
         self._start_next()
 
     # -- grading -------------------------------------------------------------------------------
@@ -143,8 +149,14 @@ class CheckpointWatcher:
         env["PYTHONUNBUFFERED"] = "1"
         job.err = tempfile.TemporaryFile()
         job.started = time.monotonic()
+        if job.from_glob:        # grade a copy: the script may rewrite (or truncate) the file meanwhile
+            try:
+                job.snapshot, job.sig = kept_copy.snapshot(job.path, self.run_dir, self.root)
+            except OSError as exc:
+                job.copy_problem = f"no copy kept of the last good version: {exc}"
+        graded = job.snapshot or job.path
         try:
-            job.proc = subprocess.Popen([sys.executable, "-m", "runner.checkpoint_grade", str(job.path), "--json"],
+            job.proc = subprocess.Popen([sys.executable, "-m", "runner.checkpoint_grade", str(graded), "--json"],
                                         cwd=self.root, env=env, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.PIPE, stderr=job.err, start_new_session=True)
         except OSError as exc:
@@ -198,8 +210,17 @@ class CheckpointWatcher:
     def _record(self, job: _Job, result: dict | None, problems: list[str]) -> None:
         now = time.time()
         verified = bool(result and result.get("verified"))
+        step = job.step if job.step is not None else (result or {}).get("step")
+        kept = None
+        if job.snapshot is not None:
+            if verified:
+                kept = str(kept_copy.keep(job.snapshot, job.path, job.sig, step, now))
+            else:
+                kept_copy.discard(job.snapshot)
+        if job.copy_problem:
+            problems = problems + [job.copy_problem]
         write_json_atomic(verify_path_for(job.path), {
-            "path": str(job.path), "step": job.step if job.step is not None else (result or {}).get("step"),
+            "path": str(job.path), "step": step, "kept_copy": kept,
             "verified": verified,
             "grade": (result or {}).get("grade", "unreadable"), "holds": (result or {}).get("holds", []),
             "problems": (result or {}).get("problems", []) + problems,
