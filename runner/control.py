@@ -269,15 +269,20 @@ def down(campaign: Any, *, abort_runs: bool = False, timeout: float = 90.0) -> D
     paths = paths_for(campaign)
     info = read_pid_file(paths)
     try:
-        client.request(paths, "down", abort_runs=abort_runs, timeout=10.0)
+        reply = client.request(paths, "down", abort_runs=abort_runs, timeout=10.0)
         asked = True
     except (RunnerUnavailable, client.RequestFailed):
         asked = False
     if asked:
+        active = (reply or {}).get("active_runs") if isinstance(reply, dict) else None
+        if active == []:
+            what = "; no run was active"
+        elif abort_runs:
+            what = f"; {', '.join(active)} aborted" if active else "; its runs were aborted"
+        else:
+            what = "; runs go on and are re-adopted at the next `campaign up`"
         if _wait_gone(info, paths, timeout):
-            return DownResult(True, info and info.get("pid"), "the runner stopped"
-                              + ("; its runs were aborted" if abort_runs else "; runs go on and are "
-                                 "re-adopted at the next `campaign up`"))
+            return DownResult(True, info and info.get("pid"), "the runner stopped" + what)
         raise RunnerUnavailable(f"the runner (pid {info and info.get('pid')}) was asked to stop but is "
                                 f"still running after {timeout:g} s; see {paths.log}")
     if not is_our_runner(info, paths):

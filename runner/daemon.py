@@ -329,7 +329,7 @@ class Daemon:
             return self._run_detail(_text(args, "run"))
         if op == "down":
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
-            return {"stopping": True}
+            return {"stopping": True, "active_runs": sorted(self.manager.active)}
         raise RequestError(f"unknown op {op!r}", code="bad_request")
 
     def _reload_campaign(self) -> None:
