@@ -186,6 +186,11 @@ def load_campaign(file: str | Path | None = None) -> Campaign:
     except FileNotFoundError:
         raise CampaignError("no campaign file here: run `campaign init` to write one, or name "
                             "the file or its folder", file=path) from None
+    except UnicodeDecodeError as exc:
+        raw = path.read_bytes()
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise CampaignError("not UTF-8 text: save the file as UTF-8 (TOML requires it)",
+                            file=path, line=line) from None
     except OSError as exc:
         raise CampaignError(f"cannot read: {exc.strerror}", file=path) from exc
     return parse_campaign(text, path)
