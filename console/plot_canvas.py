@@ -9,7 +9,6 @@ last (the selected run) gives the colour.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

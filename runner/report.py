@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.budget import BudgetSummary, budget_summary, format_usd
+from runner.budget import BudgetSummary, budget_summary
 from runner.campaign import Campaign
 from runner.decision import Answer, answer_question
 from runner.deliverables import (RunCheck, RunRecord, Verification, describe_end, final_metric,

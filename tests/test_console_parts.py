@@ -3,11 +3,9 @@ metric reader, the GPU panel on recorded NVML answers, the keymap, retrieval and
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil

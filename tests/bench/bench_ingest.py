@@ -11,7 +11,6 @@ lines/s for each and the ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import tempfile

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
