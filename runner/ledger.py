@@ -10,6 +10,7 @@ Schema (version 1). Times are epoch seconds (UTC). JSON columns hold JSON text.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import operator
@@ -175,13 +176,16 @@ def _is_int(v: Any) -> bool:
     return type(v) is int
 
 
+_NOT_NONE = functools.partial(operator.is_not, None)
+
+
 def _count_sum(rows: list[dict], name: str) -> int:
     """The sum of a count column (`truncated`, `samples`); lines without it, or with a value that
     is not a finite number, add nothing."""
-    values = [v for v in map(operator.methodcaller("get", name), rows) if v is not None]
+    values = list(filter(_NOT_NONE, map(operator.methodcaller("get", name), rows)))
     try:
-        total = sum(values)
-        if math.isfinite(total) and all(map(_is_num, values)):
+        total = sum(values)         # C speed; a string raises, a NaN or inf shows in the total
+        if _is_num(total) and math.isfinite(total):
             return int(total)
     except TypeError:
         pass
@@ -292,9 +296,9 @@ class Ledger:
         last = _fold_last(rows)
         truncated = _count_sum(rows, "truncated")
         samples = _count_sum(rows, "samples")
-        times = [r for r in rows if _is_num(r.get("t"))]
+        first_t = next((r["t"] for r in rows if _is_num(r.get("t"))), None)
+        last_t = next((r["t"] for r in reversed(rows) if _is_num(r.get("t"))), None)
         steps = [r for r in (rows[0], rows[-1]) if _is_int(r.get("step"))] if rows else []
-        first_t, last_t = (times[0]["t"], times[-1]["t"]) if times else (None, None)
         first_step, last_step = (steps[0]["step"], steps[-1]["step"]) if steps else (None, None)
         with self.transaction() as c:
             for name, (value, step, t) in last.items():
