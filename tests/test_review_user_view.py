@@ -19,3 +19,54 @@ def test_a_campaign_file_not_in_utf8_is_bad_input_naming_the_file(tmp_path: Path
     assert info.value.file == str(path)
     assert info.value.line == 2
     assert "UTF-8" in info.value.reason
+
+
+@pytest.fixture
+def live_camp(tmp_path, monkeypatch):
+    """A campaign folder whose runner is cleaned up (and every process under it killed)."""
+    from runner import control
+    from tests.helpers_runner import kill_processes_under
+    monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
+    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
+    root = tmp_path / "camp"
+    yield root
+    try:
+        control.down(root, abort_runs=True, timeout=40)
+    except Exception:
+        pass
+    kill_processes_under(tmp_path)
+
+
+@pytest.mark.slow
+def test_status_abort_and_down_still_work_while_the_file_is_half_edited(live_camp, capsys) -> None:
+    # 2 a.m.: the user breaks campaign.toml while the runner runs. The runner keeps the copy it
+    # loaded; `status` must still show the runs, `abort` still stop one, `down` still stop it.
+    import json
+    from runner import control
+    from runner.cli import main as cli_main
+    from tests.helpers_runner import wait_for, write_campaign
+    path = write_campaign(live_camp, [{"name": "a", "n": 100000, "delay": 0.05}])
+    assert control.up(load_campaign(live_camp)).pid
+    good = path.read_text()
+    path.write_text(good.replace("hours = 1", 'hours = "one"'))
+    capsys.readouterr()
+
+    errors = []
+
+    def running_id():
+        assert cli_main(["status", str(live_camp), "--json"]) == 0
+        out = capsys.readouterr()
+        errors.append(out.err)
+        snap = json.loads(out.out)
+        return next((r["id"] for r in snap["runs"] if r["state"] == "running"), None)
+    run_id = wait_for(running_id, timeout=90, what="the run to be running")
+    err = errors[-1]
+    assert "campaign.toml" in err and "variant[0].hours" in err
+
+    assert cli_main(["abort", str(live_camp), run_id, "--reason", "while the file was broken"]) == 0
+    assert f"{run_id}: aborted" in capsys.readouterr().out
+    assert cli_main(["down", str(live_camp)]) == 0
+    assert "the runner stopped" in capsys.readouterr().out
+    assert not control.is_running(live_camp)
+    # With the runner gone, a broken file is bad input again (exit 2), as it always was.
+    assert cli_main(["status", str(live_camp)]) == 2

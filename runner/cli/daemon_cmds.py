@@ -15,15 +15,33 @@ import socket
 import sys
 
 from runner import client, control
-from runner.campaign import Campaign, load_campaign
+from runner.campaign import Campaign, load_campaign, resolve_campaign_path
 from runner.cli import file_arg
 from runner.durations import format_duration, format_span
-from runner.errors import RunnerUnavailable
+from runner.errors import CampaignError, RunnerUnavailable
+from runner.statedir import StatePaths, paths_for
 from runner.status import offline_snapshot
 
 
 def _campaign(ns: argparse.Namespace) -> Campaign:
     return load_campaign(file_arg(ns))
+
+
+def _campaign_or_runner(ns: argparse.Namespace) -> Campaign | StatePaths:
+    """The campaign; or, when its file no longer parses but its runner answers, the folder.
+
+    The runner keeps the file it loaded, so a half-edited campaign.toml must not stop the user
+    from seeing or stopping what runs: the error is shown as a warning and the request goes on.
+    """
+    try:
+        return load_campaign(file_arg(ns))
+    except CampaignError as exc:
+        paths = paths_for(resolve_campaign_path(file_arg(ns)))
+        if not paths.socket.exists() or client.ping(paths) is None:
+            raise
+        print(f"campaign: warning: {exc}\ncampaign: warning: the runner goes on with the file as it "
+              f"loaded it; fix the file before `campaign start` or `campaign up`", file=sys.stderr)
+        return paths
 
 
 def _who() -> str:
@@ -59,17 +77,19 @@ def cmd_up(ns: argparse.Namespace) -> int:
 
 
 def cmd_down(ns: argparse.Namespace) -> int:
-    campaign = _campaign(ns)
+    campaign = _campaign_or_runner(ns)
     res = control.down(campaign, abort_runs=bool(getattr(ns, "abort_runs", False)))
     print(res.message)
     return 0
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
-    campaign = _campaign(ns)
+    campaign = _campaign_or_runner(ns)
     try:
         snap = client.request(campaign, "status")
     except RunnerUnavailable as exc:
+        if isinstance(campaign, StatePaths):
+            raise                              # the file is broken and the runner just went away
         snap = offline_snapshot(campaign, runner_error=str(exc))
     if getattr(ns, "json", False):
         print(json.dumps(snap, indent=1))
@@ -93,8 +113,9 @@ def cmd_start(ns: argparse.Namespace) -> int:
 
 
 def cmd_abort(ns: argparse.Namespace) -> int:
-    campaign = _campaign(ns)
-    _ensure(campaign)
+    campaign = _campaign_or_runner(ns)
+    if not isinstance(campaign, StatePaths):
+        _ensure(campaign)
     out = _request(campaign, "abort", run=ns.run, reason=getattr(ns, "reason", None), by=_who())
     if out is None:
         return 1
