@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from console.fmt import as_float, fmt_bytes, fmt_loss, format_duration
+from console.fmt import as_float, fmt_bytes, fmt_loss, fmt_span
 from console.source import SourceError
 from console.widgets.runs.cells import fmt_amount, hours_unit
 
@@ -25,7 +25,7 @@ def config_table(detail: dict) -> Table:
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     t.add_row("state", f"{run.get('state')}  step {run.get('step')}  loss {fmt_loss(run.get('loss'))}"
-                       f"  attempts {run.get('attempts', '-')}  elapsed {format_duration(run.get('elapsed_seconds'))}")
+                       f"  attempts {run.get('attempts', '-')}  elapsed {fmt_span(run.get('elapsed_seconds'))}")
     if run.get("stop_reason"):
         t.add_row("stopped", Text(str(run.get("stop_reason")), style="bold red"))
     for key in ("category", "checkpoint_every", "gpus", "base_revision"):
