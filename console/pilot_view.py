@@ -82,7 +82,9 @@ def estimate_summary(estimate: dict | None, tz: dt.tzinfo | None = None) -> Text
         text.append(": ")
     text.append_text(fit_words(estimate))
     text.append(".\n")
-    bits = [f"measured: speed x{as_float(estimate.get('speed_factor')) or 1:.2f} of plan "
+    # speed_factor is measured time over planned time: 0.23 means runs take a quarter of the
+    # planned hours (four times faster), so it is shown as time, never as a speed.
+    bits = [f"measured: runs take x{as_float(estimate.get('speed_factor')) or 1:.2f} their planned time "
             f"({estimate.get('measured_runs', 0)} run(s))"]
     write, verify = as_float(estimate.get("checkpoint_write_seconds")), as_float(estimate.get("checkpoint_verify_seconds"))
     if write is not None:

@@ -70,3 +70,13 @@ def test_status_abort_and_down_still_work_while_the_file_is_half_edited(live_cam
     assert not control.is_running(live_camp)
     # With the runner gone, a broken file is bad input again (exit 2), as it always was.
     assert cli_main(["status", str(live_camp)]) == 2
+
+
+def test_pilot_summary_shows_the_measured_factor_as_time_not_as_speed() -> None:
+    # The runner's speed_factor is actual time / planned time (runner/pilot.py): 0.23 means the
+    # runs went four times faster than planned. "speed x0.23 of plan" read as four times slower.
+    from console.pilot_view import estimate_summary
+    text = estimate_summary({"remaining_hours": 0.03, "speed_factor": 0.23, "measured_runs": 2,
+                             "checkpoint_write_seconds": 0.0, "checkpoint_verify_seconds": 1.6}).plain
+    assert "speed x0.23" not in text
+    assert "take x0.23 their planned time" in text
