@@ -80,3 +80,22 @@ def test_pilot_summary_shows_the_measured_factor_as_time_not_as_speed() -> None:
                              "checkpoint_write_seconds": 0.0, "checkpoint_verify_seconds": 1.6}).plain
     assert "speed x0.23" not in text
     assert "take x0.23 their planned time" in text
+
+
+async def test_abort_dialog_question_wraps_inside_the_dialog_at_80_columns() -> None:
+    # At 80x24 the question "Abort run lr-x1000-aea24b6d? It keeps its id; the reason is recorded."
+    # was cut at "the reason is re": the label was wider than its dialog.
+    from textual.app import App
+    from textual.widgets import Label
+    from console.screens.abort_dialog import AbortDialog
+
+    class Host(App):
+        def on_mount(self) -> None:
+            self.push_screen(AbortDialog("lr-x1000-aea24b6d"))
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        label = app.screen.query_one(Label)
+        assert label.size.width <= label.parent.content_size.width
+        assert label.size.height >= 2          # wrapped, every word shown

@@ -16,6 +16,7 @@ class AbortDialog(ModalScreen[str | None]):
     AbortDialog { align: center middle; }
     AbortDialog > Vertical { width: 64; max-width: 100%; height: auto; border: thick $error;
                              background: $surface; padding: 0 1; }
+    AbortDialog Label { width: 1fr; }      /* wrap the question: a long run id clipped it */
     AbortDialog Horizontal { height: auto; align-horizontal: right; }
     AbortDialog Button { margin: 0 0 0 1; min-width: 10; }
     """
