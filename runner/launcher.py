@@ -297,6 +297,11 @@ class RunManager:
                                     active_seconds=(run.get("active_seconds") or 0.0) + max(0.0, ended - started))
         if state != "finished":
             cols["stop_reason"] = reason
+        elif run.get("stop_reason"):
+            # an abort that reached the runner after the attempt had ended well: the run finished,
+            # and the request stays only in the events (it stopped nothing)
+            cols["stop_reason"] = None
+            reason = f"ended before the abort took effect ({run['stop_reason']})"
         if run.get("state") == "queued":
             # resumed while this attempt was still stopping: it ends, and the run waits for a slot
             cols["state"] = "queued"

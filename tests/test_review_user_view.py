@@ -99,3 +99,37 @@ async def test_abort_dialog_question_wraps_inside_the_dialog_at_80_columns() -> 
         label = app.screen.query_one(Label)
         assert label.size.width <= label.parent.content_size.width
         assert label.size.height >= 2          # wrapped, every word shown
+
+
+def test_an_abort_that_arrives_after_the_run_ended_well_leaves_no_stop_reason(tmp_path: Path) -> None:
+    # Seen in the demo: the user typed an abort reason while the run was on its last steps. The
+    # supervisor had already written exit.json (return code 0) when the abort reached the runner,
+    # so the run is rightly `finished`, but `status --json` went on giving it the abort's text
+    # as `stop_reason` (and the manifest recorded it), as if it had been stopped.
+    import json
+    import time
+    from runner.launcher import Active, RunManager
+    from runner.ledger import Ledger
+    from runner.slots import SlotPlan
+    from tests.helpers_runner import write_campaign
+    root = tmp_path / "camp"
+    write_campaign(root, [{"name": "a"}])
+    campaign = load_campaign(root)
+    (root / ".campaign").mkdir(mode=0o700)
+    ledger = Ledger(root / ".campaign" / "ledger.sqlite")
+    manager = RunManager(campaign, ledger, SlotPlan(("",), ("cpu0",), "test"), grace_seconds=1)
+    rid = manager.enqueue("a")["run"]
+    run_dir = Path(ledger.run(rid)["run_dir"])
+    now = time.time()
+    ledger.update_run(rid, state="running", attempts=1, attempt_started_at=now - 5, launched_at=now - 5)
+    # the attempt ended well before the abort arrived
+    (run_dir / "exit.json").write_text(json.dumps({"attempt": 1, "returncode": 0, "signal": None,
+                                                   "killed_by": None, "ended_at": now - 1}))
+    manager.abort(rid, "typed too late", "tester")
+    act = Active(rid, 1, ["cpu0"], manager._watch(ledger.run(rid)))
+    manager._finish(act)
+    run = ledger.run(rid)
+    assert run["state"] == "finished"
+    assert run["stop_reason"] is None
+    kinds = [e["kind"] for e in ledger.conn.execute("SELECT kind FROM events WHERE run_id=?", (rid,))]
+    assert "aborted" in kinds and kinds[-1] == "finished"    # the late request stays in the history
