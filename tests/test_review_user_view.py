@@ -133,3 +133,16 @@ def test_an_abort_that_arrives_after_the_run_ended_well_leaves_no_stop_reason(tm
     assert run["stop_reason"] is None
     kinds = [e["kind"] for e in ledger.conn.execute("SELECT kind FROM events WHERE run_id=?", (rid,))]
     assert "aborted" in kinds and kinds[-1] == "finished"    # the late request stays in the history
+
+
+def test_runs_table_marks_a_checkpoint_that_failed_verification_not_as_unknown() -> None:
+    # The demo's planted run ends with a checkpoint whose weights are non-finite: graded, refused.
+    # The table showed "@60 ?" (not yet verified) where the detail screen and `campaign status`
+    # say it failed ("60:bad").
+    from console.widgets.runs.cells import checkpoint_cell
+    bad = checkpoint_cell({"state": "stopped", "checkpoint_step": 60, "checkpoint_verified": False})
+    unknown = checkpoint_cell({"state": "stopped", "checkpoint_step": 60, "checkpoint_verified": None})
+    good = checkpoint_cell({"state": "finished", "checkpoint_step": 2400, "checkpoint_verified": True})
+    assert bad.plain == "@60 ✗"
+    assert unknown.plain == "@60 ?"
+    assert good.plain == "@2400 ✓"

@@ -128,6 +128,8 @@ def checkpoint_cell(run: dict) -> Text:
         if step is None:
             return Text("-", style="dim")
         ok = run.get("checkpoint_verified")
+        if ok is False:                           # graded and refused: not a resume point
+            return Text(f"@{step} ✗", style="red")
         return Text(f"@{step}" + (" ✓" if ok else " ?"), style="green" if ok else "yellow")
     secs = as_float(run.get("next_checkpoint_seconds"))
     if secs is None:
