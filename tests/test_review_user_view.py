@@ -146,3 +146,28 @@ def test_runs_table_marks_a_checkpoint_that_failed_verification_not_as_unknown()
     assert bad.plain == "@60 ✗"
     assert unknown.plain == "@60 ?"
     assert good.plain == "@2400 ✓"
+
+
+async def test_connection_banner_shows_the_fix_within_its_two_lines_at_80_columns() -> None:
+    # After `campaign down`, the console said "runner not answering — reconnecting (try 3); last
+    # answer 3s ago: the runner is not running for /tmp/hdemo (no socket at .../runner.sock):"
+    # and the command that fixes it (`campaign up /tmp/hdemo`) fell past the banner's two lines.
+    from textual.app import App
+    from console.widgets.header.status_banner import ConnectionBanner
+    from runner.client import _unavailable
+    from runner.statedir import StatePaths
+
+    reason = str(_unavailable(StatePaths(Path("/home/user/campaigns/rank-ablation")),
+                              "no socket at /home/user/campaigns/rank-ablation/.campaign/runner.sock"))
+
+    class Host(App):
+        def compose(self):
+            yield ConnectionBanner()
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        banner = app.query_one(ConnectionBanner)
+        banner.show(reason, 3, 100.0, 103.0)
+        await pilot.pause()
+        shown = " ".join(strip.text for strip in banner.render_lines(banner.region.reset_offset))
+        assert "campaign up /home/user/campaigns/rank-ablation" in " ".join(shown.split())

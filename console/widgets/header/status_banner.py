@@ -47,8 +47,12 @@ class ConnectionBanner(Static):
         if down_reason is None:
             return
         ago = f"; last answer {fmt_span(now - last_seen)} ago" if last_seen else ""
-        self.update(Text(f"runner not answering — reconnecting (try {tries}){ago}: {down_reason}",
-                         overflow="ellipsis"))
+        # The client's reason ends with the command that fixes it; at 80 columns the banner's two
+        # lines cut it off, so the fix goes first and the details after.
+        why, sep, fix = down_reason.rpartition(": start it with ")
+        lead = f" — start it with {fix}" if sep else ""
+        self.update(Text(f"runner not answering, reconnecting (try {tries}){lead}{ago}: "
+                         f"{why if sep else down_reason}", overflow="ellipsis"))
 
 
 class PilotBanner(Static):
