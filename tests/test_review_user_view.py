@@ -171,3 +171,24 @@ async def test_connection_banner_shows_the_fix_within_its_two_lines_at_80_column
         await pilot.pause()
         shown = " ".join(strip.text for strip in banner.render_lines(banner.region.reset_offset))
         assert "campaign up /home/user/campaigns/rank-ablation" in " ".join(shown.split())
+
+
+def test_start_with_a_misspelt_variant_does_not_start_the_runner(tmp_path: Path, capsys) -> None:
+    # `campaign start ./camp contrl` (a typo) exited 2 as it should, but only after starting the
+    # runner, which then launched the whole plan: a typo must not set the rental's GPUs to work.
+    from runner import control
+    from runner.cli import main as cli_main
+    from tests.helpers_runner import kill_processes_under, write_campaign
+    root = tmp_path / "camp"
+    write_campaign(root, [{"name": "control"}])
+    try:
+        assert cli_main(["start", str(root), "contrl"]) == 2
+        err = capsys.readouterr().err
+        assert "campaign.toml" in err and "'contrl' is not declared" in err
+        assert not control.is_running(root)
+        assert not (root / "runs").exists()
+    finally:
+        try:
+            control.down(root, abort_runs=True, timeout=40)
+        finally:
+            kill_processes_under(tmp_path)

@@ -100,6 +100,13 @@ def cmd_status(ns: argparse.Namespace) -> int:
 
 def cmd_start(ns: argparse.Namespace) -> int:
     campaign = _campaign(ns)
+    try:
+        campaign.variant(ns.variant)
+    except KeyError:
+        # refused before `_ensure`: a typo must not start the runner (which launches the plan)
+        names = ", ".join(v.name for v in campaign.variants)
+        raise CampaignError(f"variant {ns.variant!r} is not declared in the campaign file "
+                            f"(declared: {names})", file=campaign.path) from None
     _ensure(campaign)
     out = _request(campaign, "start", variant=ns.variant)
     if out is None:
