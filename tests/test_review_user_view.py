@@ -192,3 +192,24 @@ def test_start_with_a_misspelt_variant_does_not_start_the_runner(tmp_path: Path,
             control.down(root, abort_runs=True, timeout=40)
         finally:
             kill_processes_under(tmp_path)
+
+
+def test_run_detail_says_what_the_time_rules_values_are() -> None:
+    # The detail screen showed "no verified checkpoint within 2 min  waiting (104.6)", then
+    # "ok (2167)", and "no new metric for 2 min  ok (0.393)": seconds left, a step, seconds ago.
+    from console.screens.run_detail import rules_table
+    from rich.console import Console
+    detail = {"run": {"rules": [
+        {"kind": "no_resume_point", "text": "no verified checkpoint within 2 min", "state": "waiting", "value": 104.6},
+        {"kind": "no_resume_point", "text": "no verified checkpoint within 2 min", "state": "ok", "value": 2167},
+        {"kind": "stalled", "text": "no new metric for 2 min", "state": "ok", "value": 0.393},
+        {"kind": "below", "text": "dev_acc < 0.3 after step 1200", "state": "ok", "value": 0.73}]},
+        "rules": [{"kind": "no_resume_point"}, {"kind": "no_resume_point"}, {"kind": "stalled"},
+                  {"kind": "below"}]}
+    console = Console(width=100, record=True)
+    console.print(rules_table(detail))
+    text = console.export_text()
+    assert "waiting (1m 44s left)" in text
+    assert "ok (verified @2167)" in text
+    assert "ok (last metric 0s ago)" in text
+    assert "ok (0.73)" in text

@@ -59,11 +59,18 @@ def time_words(run: dict, variant: dict) -> str:
     return ", ".join(words)
 
 
-def value_words(value) -> str:
-    """A rule's judged value, short: 4 significant digits for numbers."""
+def value_words(value, kind: str | None = None, state: str | None = None) -> str:
+    """A rule's judged value, short: 4 significant digits for numbers. The time rules' values
+    are not metrics (runner/status.py): `no_resume_point` gives the seconds left to save a
+    verified checkpoint, or once one is verified its step; `stalled` the seconds since the last
+    metric line. Bare, "waiting (104.6)" and "ok (2167)" meant nothing to the reader."""
     v = as_float(value)
     if v is None or isinstance(value, str):
         return str(value)
+    if kind == "no_resume_point":
+        return f"verified @{int(v)}" if state == "ok" else f"{fmt_span(v)} left"
+    if kind == "stalled":
+        return f"last metric {fmt_span(v)} ago"
     return f"{v:.4g}"
 
 
@@ -78,7 +85,8 @@ def rules_table(detail: dict) -> Table:
         text = live.get("text") or " ".join(f"{k}={v}" for k, v in r.items())
         state = live.get("state") or "-"
         value = live.get("value")
-        t.add_row(text, Text(state + (f" ({value_words(value)})" if value is not None else ""),
+        words = value_words(value, live.get("kind") or r.get("kind"), state)
+        t.add_row(text, Text(state + (f" ({words})" if value is not None else ""),
                              style={"fired": "bold red", "ok": "green"}.get(state, "yellow")))
     if not rules:
         t.add_row("no rules apply to this run", "")
