@@ -93,7 +93,13 @@ def _load(path: Path, problems: list[str]) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:       # the reason is the result: reported, never swallowed
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "Weights only load failed" in str(exc):
+        if "Unsupported operand" in str(exc):
+            # torch words a file that is no pickle at all (a JSON sidecar, a text file, random
+            # bytes) as a weights-only failure; saying it "pickles objects" sent users the wrong way
+            head = path.read_bytes()[:1] if path.is_file() else b""
+            problems.append("does not load: not a PyTorch checkpoint (neither a zip archive nor a pickle)"
+                            + (" (it looks like JSON text: the sidecar? name the .pt file)" if head in (b"{", b"[") else ""))
+        elif "Weights only load failed" in str(exc):
             names = ""
             try:
                 names = ", ".join(torch.serialization.get_unsafe_globals_in_checkpoint(str(path)))

@@ -213,3 +213,24 @@ def test_run_detail_says_what_the_time_rules_values_are() -> None:
     assert "ok (verified @2167)" in text
     assert "ok (last metric 0s ago)" in text
     assert "ok (0.73)" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("content, expected", [
+    (b"garbage\n", "does not load: not a PyTorch checkpoint (neither a zip archive nor a pickle)"),
+    (b'{"format": "campaign-checkpoint/1", "step": 2400}\n', "looks like JSON text"),
+])
+def test_checkpoint_of_a_file_that_is_no_pickle_says_so(tmp_path: Path, content: bytes, expected: str,
+                                                        capsys) -> None:
+    # `campaign checkpoint final.json` (the sidecar, an easy slip) said "does not load with
+    # torch.load(weights_only=True): it pickles objects other than tensors and plain values":
+    # wrong, it holds no pickle at all.
+    import json
+    from runner.cli import main as cli_main
+    path = tmp_path / "ckpt.json"
+    path.write_bytes(content)
+    assert cli_main(["checkpoint", str(path), "--json"]) == 1      # graded in a fresh process
+    result = json.loads(capsys.readouterr().out)
+    assert result["verified"] is False and result["grade"] == "unreadable"
+    assert any(expected in p for p in result["problems"]), result["problems"]
+    assert not any("pickles objects" in p for p in result["problems"])
