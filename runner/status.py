@@ -249,7 +249,33 @@ def offline_snapshot(campaign: Campaign, *, runner_error: str | None = None) -> 
         return build_snapshot(campaign, None, runner_error=runner_error)
     conn = L.connect(path, readonly=True)
     try:
-        return build_snapshot(campaign, conn, runner_error=runner_error)
+        snap = build_snapshot(campaign, conn, runner_error=runner_error)
     finally:
         conn.close()
+    for row in snap["runs"]:
+        _settle_offline(row)
+    return snap
+
+
+def _settle_offline(row: dict) -> None:
+    """A run the ledger last saw `running`, checked against its folder: with the runner down
+    nobody records its end, and a whole-host kill leaves the ledger saying `running` for a run
+    that is gone. Its supervisor (pid and start time) still alive: running. Gone: the state the
+    runner will record at the next `up`, from the same files (INTERNALS.md)."""
+    if row.get("state") != "running" or not row.get("run_dir"):
+        return
+    from runner.atomic import read_json
+    from runner.proctree import is_alive
+    from runner.watcher import derive_end
+    run_dir = Path(row["run_dir"])
+    attempt = int(row.get("attempts") or 1)
+    sup = read_json(run_dir / "supervisor.json")
+    if not isinstance(sup, dict) or sup.get("attempt") != attempt:
+        return                                   # not started yet, or starting: nothing to judge by
+    if is_alive(sup.get("pid"), sup.get("create_time")):
+        return
+    state, reason = derive_end(read_json(run_dir / "exit.json"), read_json(run_dir / "verdict.json"), attempt)
+    row["state"], row["pid"], row["next_checkpoint_seconds"] = state, None, None
+    if state != "finished":
+        row["stop_reason"] = reason or row.get("stop_reason")
 

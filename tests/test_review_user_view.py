@@ -234,3 +234,50 @@ def test_checkpoint_of_a_file_that_is_no_pickle_says_so(tmp_path: Path, content:
     assert result["verified"] is False and result["grade"] == "unreadable"
     assert any(expected in p for p in result["problems"]), result["problems"]
     assert not any("pickles objects" in p for p in result["problems"])
+
+
+@pytest.mark.slow
+def test_status_while_the_runner_is_down_does_not_call_a_dead_run_running(live_camp, capsys,
+                                                                          monkeypatch) -> None:
+    # The host's processes are killed at once (OOM killer, `kill -9 -1`): runner, supervisor and
+    # training process. Until the next `up`, `campaign status --json` read the ledger and said
+    # `running`, with a pid, for a run that no longer exists. A run whose supervisor outlives the
+    # runner is still running and must stay so.
+    import json
+    import os
+    import signal
+    from runner import client, control
+    from runner.cli import main as cli_main
+    from runner.statedir import paths_for
+    from tests.helpers_runner import wait_for, write_campaign
+    write_campaign(live_camp, [{"name": "a", "n": 100000, "delay": 0.05},
+                               {"name": "b", "n": 100000, "delay": 0.05}])
+    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
+    campaign = load_campaign(live_camp)
+    control.up(campaign)
+
+    def both_running():
+        runs = client.request(campaign, "status")["runs"]
+        return [r for r in runs if r["state"] == "running" and r["pid"]] if len(
+            [r for r in runs if r["state"] == "running" and r["pid"]]) == 2 else None
+    a, b = sorted(wait_for(both_running, timeout=90, what="two running runs"), key=lambda r: r["variant"])
+    sup_a = json.loads((Path(a["run_dir"]) / "supervisor.json").read_text())
+    runner_pid = json.loads(paths_for(campaign).pid.read_text())["pid"]
+    os.kill(runner_pid, signal.SIGKILL)
+    os.killpg(sup_a["pgid"], signal.SIGKILL)             # a's training process group
+    os.kill(sup_a["pid"], signal.SIGKILL)                # and a's supervisor
+    wait_for(lambda: not control.is_running(campaign), timeout=30, what="the runner gone")
+
+    def offline():
+        assert cli_main(["status", str(live_camp), "--json"]) == 0
+        snap = json.loads(capsys.readouterr().out)
+        assert snap["runner"] is None
+        return {r["variant"]: r for r in snap["runs"]}
+    rows = wait_for(lambda: (lambda r: r if r["a"]["state"] != "running" else None)(offline()),
+                    timeout=30, what="a no longer shown running")
+    assert rows["a"]["state"] == "failed" and rows["a"]["pid"] is None
+    assert "supervisor lost" in rows["a"]["stop_reason"]
+    assert rows["b"]["state"] == "running"               # its supervisor lives on without the runner
+    control.up(campaign)                                  # and the runner, back, records the same
+    runs = {r["variant"]: r for r in client.request(campaign, "status")["runs"]}
+    assert runs["a"]["state"] == "failed" and runs["b"]["state"] == "running"
