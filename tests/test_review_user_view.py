@@ -281,3 +281,24 @@ def test_status_while_the_runner_is_down_does_not_call_a_dead_run_running(live_c
     control.up(campaign)                                  # and the runner, back, records the same
     runs = {r["variant"]: r for r in client.request(campaign, "status")["runs"]}
     assert runs["a"]["state"] == "failed" and runs["b"]["state"] == "running"
+
+
+@pytest.mark.parametrize("command", ["abort", "resume"])
+def test_abort_or_resume_of_an_unknown_run_does_not_start_the_runner(tmp_path: Path, capsys, command) -> None:
+    # `campaign resume ./camp contrl-1234` with the runner down started the runner (which
+    # launches the plan) and only then said there is no such run.
+    from runner import control
+    from runner.cli import main as cli_main
+    from tests.helpers_runner import kill_processes_under, write_campaign
+    root = tmp_path / "camp"
+    write_campaign(root, [{"name": "control"}])
+    try:
+        assert cli_main([command, str(root), "contrl-12345678"]) == 2
+        assert "no run 'contrl-12345678'" in capsys.readouterr().err
+        assert not control.is_running(root)
+        assert not (root / "runs").exists()
+    finally:
+        try:
+            control.down(root, abort_runs=True, timeout=40)
+        finally:
+            kill_processes_under(tmp_path)

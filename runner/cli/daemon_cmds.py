@@ -59,6 +59,26 @@ def _ensure(campaign: Campaign) -> None:
             print(f"campaign: warning: {res.warning}", file=sys.stderr)
 
 
+def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
+    """Start the runner for `abort`/`resume` of a run the ledger holds; an unknown id is refused
+    first, since starting the runner launches the plan (a typo must not do that)."""
+    if control.is_running(campaign):
+        return
+    from runner import ledger as L
+    path = paths_for(campaign).ledger
+    known = False
+    if path.exists():
+        conn = L.connect(path, readonly=True)
+        try:
+            known = conn.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
+        finally:
+            conn.close()
+    if not known:
+        raise CampaignError(f"no run {run_id!r} in this campaign (see `campaign status`)",
+                            file=campaign.path)
+    _ensure(campaign)
+
+
 def _request(campaign: Campaign, op: str, **args) -> dict | None:
     try:
         return client.request(campaign, op, **args)
@@ -122,7 +142,7 @@ def cmd_start(ns: argparse.Namespace) -> int:
 def cmd_abort(ns: argparse.Namespace) -> int:
     campaign = _campaign_or_runner(ns)
     if not isinstance(campaign, StatePaths):
-        _ensure(campaign)
+        _ensure_for_run(campaign, ns.run)
     out = _request(campaign, "abort", run=ns.run, reason=getattr(ns, "reason", None), by=_who())
     if out is None:
         return 1
@@ -132,7 +152,7 @@ def cmd_abort(ns: argparse.Namespace) -> int:
 
 def cmd_resume(ns: argparse.Namespace) -> int:
     campaign = _campaign(ns)
-    _ensure(campaign)
+    _ensure_for_run(campaign, ns.run)
     out = _request(campaign, "resume", run=ns.run)
     if out is None:
         return 1
