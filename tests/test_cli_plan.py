@@ -132,3 +132,12 @@ def test_check_warns_when_a_step_rule_can_never_be_judged(tmp_path, capsys):
     assert main(["check", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "control's metrics_regex has no (?P<step>...) group" in out and "below" in out
+
+
+def test_init_starts_the_window_at_the_current_hour_never_later():
+    """An unedited start must put the deadlines early, not late."""
+    import datetime as dt
+
+    from runner.cli.plan_cmds import template_text
+    now = dt.datetime(2026, 11, 29, 9, 59, 30, tzinfo=dt.timezone.utc)
+    assert "started_at = 2026-11-29T09:00:00Z" in template_text("x", now=now)

@@ -22,11 +22,12 @@ TEMPLATE_STARTED_AT = "started_at = 2026-11-29T09:00:00Z"
 
 
 def template_text(name: str | None = None, now: dt.datetime | None = None) -> str:
-    """The commented template, its window starting at the next whole hour (UTC) and, when given,
-    named after the campaign folder."""
+    """The commented template, its window starting at the current whole hour (UTC) and, when given,
+    named after the campaign folder. Rounded down, not up: a start left unedited then puts expiry
+    and the retrieval deadline early, never late."""
     text = resources.files("runner").joinpath("template.toml").read_text(encoding="utf-8")
     now = now or dt.datetime.now(dt.timezone.utc)
-    start = (now + dt.timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+    start = now.replace(minute=0, second=0, microsecond=0)
     text = text.replace(TEMPLATE_STARTED_AT, f"started_at = {start.strftime('%Y-%m-%dT%H:%M:%SZ')}", 1)
     if name:
         text = re.sub(r'(?m)^name = "my-campaign"', f"name = {json.dumps(name)}", text, count=1)
