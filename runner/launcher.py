@@ -31,6 +31,7 @@ from runner.ledger import Ledger
 from runner.placeholders import expand, expand_all, expand_opt
 from runner.slots import SlotPlan, initial_queue, order_key
 from runner.status import frozen_config
+from runner.supervisor_checkpoints import grade_now, step_of, verify_path_for
 from runner.watcher import RunWatch
 
 GRACE_ENV = "CAMPAIGN_GRACE_SECONDS"
@@ -192,6 +193,27 @@ class RunManager:
             (run_id,)).fetchone()
         return row["path"] if row else None
 
+    def _grade_unjudged(self, run: dict) -> None:
+        """A checkpoint saved after the last attempt's supervisor stopped judging (a lost
+        supervisor's orphan saves on SIGTERM) was never verified: grade the newest one now, so a
+        resume starts from it rather than from an older verified one. Blocks for one grading."""
+        newest = max(Path(run["run_dir"]).joinpath("checkpoints").glob("ckpt-*.pt"), default=None)
+        if newest is None or verify_path_for(newest).exists():
+            return
+        row = self.ledger.conn.execute("SELECT MAX(step) AS s FROM checkpoints WHERE run_id=? AND verified=1",
+                                       (run["id"],)).fetchone()
+        step = step_of(newest)
+        if step is None or (row["s"] is not None and step <= row["s"]):
+            return
+        rec = grade_now(newest, self.campaign.root)
+        self.ledger.upsert_checkpoint(run["id"], str(newest), step=rec["step"], t=rec["at"],
+                                      bytes=newest.stat().st_size, verified=1 if rec["verified"] else 0,
+                                      grade=rec["grade"], holds=rec["holds"], problems=rec["problems"],
+                                      verify_seconds=rec["verify_seconds"])
+        self.ledger.event("checkpoint_verified", run["id"], path=str(newest), step=rec["step"],
+                          verified=rec["verified"], grade=rec["grade"], problems=rec["problems"],
+                          by="runner, before resuming")
+
     def launch(self, run: dict, slot_indexes: list[int]) -> None:
         vt = self._variant_table(run)
         attempt = int(run.get("attempts") or 0) + 1
@@ -205,6 +227,8 @@ class RunManager:
             restored = kept_copy.restore_if_needed(run_dir)
             if restored:
                 self.ledger.event("checkpoint_restored", run["id"], **restored)
+        if resume:
+            self._grade_unjudged(run)
         resume_from = self._latest_verified(run["id"]) if resume else None
         env = {str(k): expand(str(v), run["id"]) for k, v in (vt.get("env") or {}).items()}
         env.update({"CAMPAIGN_RUN_ID": run["id"], "CAMPAIGN_RUN_DIR": str(run_dir),

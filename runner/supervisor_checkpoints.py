@@ -43,6 +43,39 @@ def step_of(ckpt: Path, hint: object = None) -> int | None:
     return int(m[-1]) if m else None
 
 
+def write_verify_record(path: Path, step: int | None, result: dict | None, problems: list[str],
+                        seconds: float, at: float, kept: str | None = None) -> dict:
+    """`<name>.verify.json` beside the checkpoint: what the runner ingests into the ledger."""
+    record = {"path": str(path), "step": step, "kept_copy": kept, "verified": bool(result and result.get("verified")),
+              "grade": (result or {}).get("grade", "unreadable"), "holds": (result or {}).get("holds", []),
+              "problems": (result or {}).get("problems", []) + problems,
+              "verify_seconds": round(seconds, 3), "at": at}
+    write_json_atomic(verify_path_for(path), record)
+    return record
+
+
+def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT) -> dict:
+    """Grade one checkpoint in a fresh interpreter and write its record; blocking. For the runner,
+    which must sometimes judge a checkpoint no supervisor saw (one written by an orphaned process
+    while it was being stopped)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    t0 = time.monotonic()
+    problems: list[str] = []
+    result = None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "runner.checkpoint_grade", str(path), "--json"], cwd=root,
+                              env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        result = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        problems.append("verifier timed out")
+    except (OSError, ValueError, IndexError) as exc:
+        problems.append(f"verifier failed: {exc}")
+    if not isinstance(result, dict):
+        result = None
+    return write_verify_record(path, step_of(path, None if result is None else result.get("step")), result,
+                               problems, time.monotonic() - t0, time.time())
+
+
 class _Job:
     def __init__(self, path: Path, step: int | None, from_glob: bool = False) -> None:
         self.path = path
@@ -219,13 +252,8 @@ class CheckpointWatcher:
                 kept_copy.discard(job.snapshot)
         if job.copy_problem:
             problems = problems + [job.copy_problem]
-        write_json_atomic(verify_path_for(job.path), {
-            "path": str(job.path), "step": step, "kept_copy": kept,
-            "verified": verified,
-            "grade": (result or {}).get("grade", "unreadable"), "holds": (result or {}).get("holds", []),
-            "problems": (result or {}).get("problems", []) + problems,
-            "verify_seconds": round(time.monotonic() - job.started, 3) if job.started else 0.0,
-            "at": now})
+        write_verify_record(job.path, step, result, problems,
+                            time.monotonic() - job.started if job.started else 0.0, now, kept=kept)
         if verified:
             self.verified_count += 1
             self.on_verified(now)

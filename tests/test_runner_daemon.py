@@ -422,3 +422,35 @@ def test_a_lost_supervisor_does_not_leave_its_run_unjudged(camp):
     assert "supervisor lost" in ended["stop_reason"] and "stopped" in ended["stop_reason"]
     wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=30,
              what="the orphaned training process to be stopped")
+
+
+def test_resume_after_a_lost_supervisor_starts_from_the_orphans_last_save(camp):
+    """The orphan saves a checkpoint when the runner stops it, after its supervisor is gone:
+    nobody verified that one, so the runner grades it before resuming instead of going back to an
+    older verified checkpoint."""
+    loop = Path(__file__).with_name("training_resume_loop.py")
+    write_campaign(camp, [{"name": "a"}], phase=[])
+    text = (camp / "campaign.toml").read_text().replace(
+        '"steps.py", "20", "0.05"]',
+        f'"{loop}", "--steps", "100000", "--step-sleep", "0.01", "--every", "2"]')
+    (camp / "campaign.toml").write_text(text)
+    c = load_campaign(camp)
+    control.up(c)
+    rid = client.request(c, "start", variant="a")["run"]
+    run = wait_for(lambda: (r := run_of(status(c), "a")) and r["checkpoint_verified"] and r, timeout=120,
+                   what="a verified checkpoint")
+    sup = json.loads((Path(run["run_dir"]) / "supervisor.json").read_text())
+    child = psutil.Process(sup["child_pid"])
+    os.kill(sup["pid"], signal.SIGKILL)
+    wait_for(lambda: run_of(status(c), "a")["state"] == "failed", timeout=60, what="the lost supervisor noticed")
+    wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=60,
+             what="the orphan to save and exit")
+    ckpts = sorted((Path(run["run_dir"]) / "checkpoints").glob("ckpt-*.pt"))
+    newest = ckpts[-1]
+    assert not newest.with_name(newest.stem + ".verify.json").exists()      # nobody judged it
+    client.request(c, "resume", run=rid)
+    launch = wait_for(lambda: (j := json.loads((Path(run["run_dir"]) / "launch.json").read_text()))
+                      and j["attempt"] == 2 and j, timeout=120, what="the second attempt")
+    assert launch["resume_from"] == str(newest)
+    assert json.loads(newest.with_name(newest.stem + ".verify.json").read_text())["verified"] is True
+    client.request(c, "abort", run=rid, reason="done")
