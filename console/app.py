@@ -55,6 +55,7 @@ class CampaignConsole(App):
         self._ticking = False
         self._states: dict[str, str] = {}
         self.actions: list[tuple[str, dict]] = []      # what was asked of the runner, in order
+        self.user_keymap: dict = dict(keymap or {})   # binding id -> keys, as the palette shows them
         if keymap:
             self.set_keymap(keymap)
 

@@ -16,15 +16,17 @@ class ConsoleActions(Provider):
             return []
         # the action itself, not `run_action`: the palette offers an action even while its key is
         # left out of the footer (the pilot decision before the pilot is over)
-        return [(help_, getattr(main, f"action_{action}")) for _, _, action, _, help_, _ in ACTIONS]
+        keymap = getattr(self.app, "user_keymap", {}) or {}
+        return [(help_, getattr(main, f"action_{action}"), f"key: {keymap.get(bid, key)}")
+                for bid, key, action, _, help_, _ in ACTIONS]
 
     async def discover(self) -> Hits:
-        for name, callback in self._commands():
-            yield DiscoveryHit(name, callback, help=None)
+        for name, callback, key in self._commands():
+            yield DiscoveryHit(name, callback, help=key)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for name, callback in self._commands():
+        for name, callback, key in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback)
+                yield Hit(score, matcher.highlight(name), callback, help=key)

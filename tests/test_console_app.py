@@ -38,6 +38,8 @@ async def test_keymap_remaps_by_binding_id(tmp_path):
         await app.tick()
         await pilot.pause()
         assert "x abort" in screen_text(app)
+        helps = {h.text: h.help async for h in ConsoleActions(app.screen).discover()}
+        assert helps["Abort the selected run (asks for a reason)"] == "key: x"
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, AbortDialog)
@@ -51,7 +53,9 @@ async def test_palette_lists_the_actions_and_refusals_are_reported(tmp_path):
         await app.tick()
         await pilot.pause()
         provider = ConsoleActions(app.screen)
-        names = [hit.text async for hit in provider.discover()]
+        hits = [hit async for hit in provider.discover()]
+        names = [hit.text for hit in hits]
+        assert {h.help for h in hits if "Abort" in h.text} == {"key: a"}    # the palette teaches the keys
         for words in ("Abort the selected run", "Start the next queued variant", "Resume", "checkpoint now",
                       "plan", "retrieval", "Quit"):
             assert any(words.lower() in n.lower() for n in names), words
