@@ -21,6 +21,14 @@ from runner.toml_lines import KeyLines
 
 CATEGORIES = ("essential", "useful", "exploratory")
 RULE_KINDS = ("nonfinite", "below", "above", "truncated", "no_resume_point", "stalled")
+RULE_KEYS = {                       # the fields each rule kind takes, besides `kind` and `variants`
+    "nonfinite": {"metric"},
+    "below": {"metric", "threshold", "after_step"},
+    "above": {"metric", "threshold", "after_step"},
+    "truncated": {"max_fraction"},
+    "no_resume_point": {"within"},
+    "stalled": {"within"},
+}
 PHASE_USES = ("gpu", "host", "human")
 VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
 CAMPAIGN_FILE = "campaign.toml"
@@ -481,14 +489,7 @@ class _Reader:
             kind = self.get(tbl, "kind", str, t, i, required=True)
             if kind not in RULE_KINDS:
                 raise self.fail(f"{kind!r} is not one of {', '.join(RULE_KINDS)}", t, i, "kind")
-            allowed = {"kind", "variants"} | {
-                "nonfinite": {"metric"},
-                "below": {"metric", "threshold", "after_step"},
-                "above": {"metric", "threshold", "after_step"},
-                "truncated": {"max_fraction"},
-                "no_resume_point": {"within"},
-                "stalled": {"within"},
-            }[kind]
+            allowed = {"kind", "variants"} | RULE_KEYS[kind]
             self.check_keys(tbl, allowed, t, i)
             variants = self.str_list(tbl, "variants", t, i) or ()
             for v in variants:

@@ -15,18 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from runner.campaign import RULE_KINDS, Rule
+from runner.campaign import RULE_KEYS, RULE_KINDS, Rule
 from runner.durations import parse_duration
 from runner.errors import CampaignError
 
-_KEYS = {
-    "nonfinite": {"metric"},
-    "below": {"metric", "threshold", "after_step"},
-    "above": {"metric", "threshold", "after_step"},
-    "truncated": {"max_fraction"},
-    "no_resume_point": {"within"},
-    "stalled": {"within"},
-}
 _NONFINITE_WORDS = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
@@ -57,7 +49,7 @@ def rule_from_table(tbl: dict, *, source: str | Path = "run.toml", index: int = 
     if kind not in RULE_KINDS:
         raise fail(f"{kind!r} is not one of {', '.join(RULE_KINDS)}", "kind")
     for key in tbl:
-        if key not in _KEYS[kind] | {"kind", "variants"}:
+        if key not in RULE_KEYS[kind] | {"kind", "variants"}:
             raise fail(f"unknown key {key!r}", key)
     variants = tbl.get("variants", [])
     if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):

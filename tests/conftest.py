@@ -11,3 +11,25 @@ if str(ROOT) not in sys.path:
 
 # Tests never reach a real GPU from CI; a test that wants NVML hands the layer a recorded backend.
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def camp(tmp_path, monkeypatch):
+    """A campaign folder for tests that drive a real runner: two slots, a 5 s grace period, and a
+    clean-up that stops the runner (aborting its runs) and kills every process left under tmp_path."""
+    from runner import control
+    from runner.campaign import load_campaign
+    from tests.helpers_runner import kill_processes_under
+    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
+    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
+    root = tmp_path / "camp"
+    yield root
+    try:
+        if (root / "campaign.toml").exists():
+            control.down(load_campaign(root), abort_runs=True, timeout=40)
+    except Exception:
+        pass
+    kill_processes_under(tmp_path)

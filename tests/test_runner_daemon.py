@@ -28,20 +28,6 @@ from tests.helpers_runner import kill_processes_under, run_of, wait_for, write_c
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def camp(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
-    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
-    root = tmp_path / "camp"
-    yield root
-    try:
-        if (root / "campaign.toml").exists():
-            control.down(load_campaign(root), abort_runs=True, timeout=40)
-    except Exception:
-        pass
-    kill_processes_under(tmp_path)
-
-
 def status(c) -> dict:
     return client.request(c, "status")
 

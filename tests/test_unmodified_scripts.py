@@ -22,26 +22,12 @@ from runner import ledger as L
 from runner.campaign import load_campaign
 from runner.cli import main as cli_main
 from runner.statedir import paths_for
-from tests.helpers_runner import kill_processes_under, run_of, wait_for
+from tests.helpers_runner import run_of, wait_for
 from tests.helpers_unmodified import EXAMPLE, copy_example, log_lines
 
 pytestmark = pytest.mark.slow
 
 EVAL_INTERVAL = 250          # train_gpt.py's default: a checkpoint after each evaluation
-
-
-@pytest.fixture
-def camp(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
-    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
-    root = tmp_path / "camp"
-    yield root
-    try:
-        if (root / "campaign.toml").exists():
-            control.down(load_campaign(root), abort_runs=True, timeout=40)
-    except Exception:
-        pass
-    kill_processes_under(tmp_path)
 
 
 def status(c) -> dict:
