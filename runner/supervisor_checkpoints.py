@@ -177,16 +177,24 @@ class CheckpointWatcher:
         if not job.path.exists():
             self._record(job, None, ["the checkpoint file is gone"])
             return self._start_next()
-        env = dict(os.environ)
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        env["PYTHONUNBUFFERED"] = "1"
-        job.err = tempfile.TemporaryFile()
         job.started = time.monotonic()
         if job.from_glob:        # grade a copy: the script may rewrite (or truncate) the file meanwhile
             try:
                 job.snapshot, job.sig = kept_copy.snapshot(job.path, self.run_dir, self.root)
+                st = job.path.stat()
+                if (st.st_size, st.st_mtime_ns) != job.sig:
+                    # rewritten while being copied: the copy may be torn; the next scan takes the new one
+                    kept_copy.discard(job.snapshot)
+                    self.seen.discard((str(job.path), *job.sig))
+                    return self._start_next()
+            except FileNotFoundError:
+                return self._start_next()      # replaced meanwhile: the next scan finds the new file
             except OSError as exc:
                 job.copy_problem = f"no copy kept of the last good version: {exc}"
+        env = dict(os.environ)
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["PYTHONUNBUFFERED"] = "1"
+        job.err = tempfile.TemporaryFile()
         graded = job.snapshot or job.path
         try:
             job.proc = subprocess.Popen([sys.executable, "-m", "runner.checkpoint_grade", str(graded), "--json"],

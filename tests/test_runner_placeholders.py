@@ -21,7 +21,7 @@ os.makedirs(out, exist_ok=True)
 for it in range(3):
     print(f"iter {it}: loss {1.0 / (it + 1):.4f}", flush=True)
     torch.save({"model": {"w": torch.ones(2) * it}, "iter_num": it}, os.path.join(out, "ckpt.pt"))
-    time.sleep(1.5)
+    time.sleep(3)                  # a save every 3 s: each version holds still long enough to grade
 open(os.path.join(out, "tag.txt"), "w").write(os.environ["RUN_TAG"])
 '''
 
@@ -51,7 +51,7 @@ def test_each_run_saves_into_its_own_folder(tmp_path, monkeypatch):
         control.up(c)
         done = wait_for(lambda: (s := client.request(c, "status")) and
                         all(r["state"] == "finished" for r in s["runs"]) and len(s["runs"]) == 2 and s,
-                        timeout=120, what="both runs to finish")
+                        timeout=180, what="both runs to finish")
         for v in ("a", "b"):
             run = run_of(done, v)
             out = Path(run["run_dir"]) / "out"
@@ -61,7 +61,7 @@ def test_each_run_saves_into_its_own_folder(tmp_path, monkeypatch):
         # the checkpoints are each run's own, verified in a fresh process
         wait_for(lambda: all((r := run_of(client.request(c, "status"), v))["checkpoint_verified"]
                              and r["checkpoint_path"].startswith(r["run_dir"]) for v in ("a", "b")),
-                 timeout=90, what="each run's own checkpoint verified")
+                 timeout=180, what="each run's own checkpoint verified")
         from runner.deliverables import verify_campaign
         verification = verify_campaign(load_campaign(root))
         for check in verification.checks:
