@@ -9,6 +9,7 @@ metrics, logs, predictions: everything in its folder but the checkpoints). The c
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import os
 import shlex
 import socket
@@ -69,9 +70,14 @@ def retrieval_items(snapshot: dict, output_dir: str = "deliverables") -> list[It
 
 
 def ssh_target(user: str | None = None, host: str | None = None, port: int | None = None) -> tuple[str, int | None]:
-    """`user@host` as the user reaches this machine: the address of the current SSH connection
-    where there is one (SSH_CONNECTION's server side), else this host's name."""
+    """`user@host` as the user reaches this machine: `$CAMPAIGN_SSH_HOST` (and `$CAMPAIGN_SSH_PORT`)
+    when set, else the address of the current SSH connection (SSH_CONNECTION's server side), else
+    this host's name."""
     user = user or getpass.getuser()
+    if host is None and os.environ.get("CAMPAIGN_SSH_HOST"):
+        host = os.environ["CAMPAIGN_SSH_HOST"]
+        port_env = os.environ.get("CAMPAIGN_SSH_PORT", "")
+        port = port or (int(port_env) if port_env.isdigit() and port_env != "22" else None)
     if host is None:
         conn = os.environ.get("SSH_CONNECTION", "").split()
         if len(conn) == 4:
@@ -82,6 +88,20 @@ def ssh_target(user: str | None = None, host: str | None = None, port: int | Non
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     return f"{user}@{host}", port
+
+
+def address_note(target: str) -> str | None:
+    """A warning when the address is one the user's machine probably cannot reach: a private or
+    loopback address is what the SSH server sees behind a provider's NAT or proxy."""
+    host = target.rsplit("@", 1)[-1].strip("[]")
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if addr.is_private or addr.is_loopback:
+        return (f"{host} is a private address (behind the provider's NAT or proxy?): replace it with the "
+                "address you ssh to, or set CAMPAIGN_SSH_HOST (and CAMPAIGN_SSH_PORT) before opening the console")
+    return None
 
 
 def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, host: str | None = None,

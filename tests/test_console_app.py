@@ -102,3 +102,15 @@ async def test_report_screen_builds_off_the_ui_thread_and_never_shows_zero_cost(
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.main_screen
+
+
+async def test_retrieval_screen_says_when_the_address_is_private(tmp_path):
+    write_scene(tmp_path / "demo")
+    app, _ = _app(tmp_path / "demo", use_user_keymap=False, ssh={"user": "me", "host": "10.0.3.4"})
+    async with app.run_test(size=(80, 40)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "me@10.0.3.4:" in text and "private address" in text

@@ -147,3 +147,18 @@ def test_copy_command_lists_relative_paths(tmp_path):
     assert lines[0] == "rsync -avrP --files-from=- -e 'ssh -p 2222' \\"
     assert f"me@10.0.0.5:{tmp_path}/" in lines[1]
     assert lines[3:] == ["deliverables", "runs/a-1/checkpoints/ckpt-000000010.pt", "END"]
+
+
+def test_retrieval_target_warns_about_private_addresses_and_can_be_set(monkeypatch):
+    """Behind a provider's NAT the SSH server sees a private address the user's machine cannot
+    reach: say so, and let CAMPAIGN_SSH_HOST/PORT name the real one."""
+    from console.retrieval import address_note, ssh_target
+    monkeypatch.delenv("CAMPAIGN_SSH_HOST", raising=False)
+    monkeypatch.setenv("SSH_CONNECTION", "198.51.100.7 51000 10.0.3.4 22")
+    target, port = ssh_target(user="me")
+    assert target == "me@10.0.3.4" and port is None
+    assert "private address" in address_note(target) and "CAMPAIGN_SSH_HOST" in address_note(target)
+    assert address_note("me@8.8.8.8") is None and address_note("me@gpu-host.example") is None
+    monkeypatch.setenv("CAMPAIGN_SSH_HOST", "ssh.provider.example")
+    monkeypatch.setenv("CAMPAIGN_SSH_PORT", "2222")
+    assert ssh_target(user="me") == ("me@ssh.provider.example", 2222)

@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from console.fmt import fmt_bytes, fmt_iso_local, fmt_span
-from console.retrieval import copy_command, retrieval_items
+from console.retrieval import address_note, copy_command, retrieval_items, ssh_target
 
 
 class RetrievalScreen(Screen):
@@ -65,6 +65,9 @@ class RetrievalScreen(Screen):
             yield Static(Text(f"total {fmt_bytes(total)} — on your own machine, paste (y copies it):",
                               style="dim"))
             yield Static(Text(self.command), id="command")
+            note = address_note(ssh_target(**{k: v for k, v in self.ssh.items() if k in ("user", "host")})[0])
+            if note:
+                yield Static(Text(note, style="yellow"))
         yield Footer()
 
     def action_copy(self) -> None:
