@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from console.screens.form_dialog import FormDialog
 
-class AbortDialog(ModalScreen[str | None]):
+
+class AbortDialog(FormDialog[str]):
     """Dismisses with the reason (confirmed) or None (cancelled)."""
 
     DEFAULT_CSS = """
@@ -20,7 +20,6 @@ class AbortDialog(ModalScreen[str | None]):
     AbortDialog Horizontal { height: auto; align-horizontal: right; }
     AbortDialog Button { margin: 0 0 0 1; min-width: 10; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel", id="dialog.cancel")]
 
     def __init__(self, run_id: str) -> None:
         super().__init__()
@@ -43,17 +42,3 @@ class AbortDialog(ModalScreen[str | None]):
             self.notify("say why: the reason stays with the run", severity="warning")
             return
         self.dismiss(reason)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._confirm()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "confirm":
-            self._confirm()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

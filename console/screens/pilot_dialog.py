@@ -5,19 +5,31 @@ op (the runner records who decided what and when, and cuts the queue)."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, SelectionList, Static
+from textual.widgets import (
+    Button,
+    Input,
+    Label,
+    RadioButton,
+    RadioSet,
+    SelectionList,
+    Static,
+)
 
-from console.pilot_view import cut_candidates, decision_words, estimate_summary, estimate_table
+from console.pilot_view import (
+    cut_candidates,
+    decision_words,
+    estimate_summary,
+    estimate_table,
+)
+from console.screens.form_dialog import FormDialog
 
 CHOICES = (("continue", "continue: run the rest as planned"),
            ("cut", "cut to the variants ticked below (the rest leave the queue)"),
            ("revisit", "revisit the question (recorded; nothing is cut)"))
 
 
-class PilotDialog(ModalScreen[dict | None]):
+class PilotDialog(FormDialog[dict]):
     """Dismisses with {"choice", "variants", "note"} or None (cancelled)."""
 
     DEFAULT_CSS = """
@@ -33,7 +45,6 @@ class PilotDialog(ModalScreen[dict | None]):
     PilotDialog Horizontal { height: auto; align-horizontal: right; }
     PilotDialog Button { margin: 0 0 0 1; min-width: 10; }
     """
-    BINDINGS = [Binding("escape", "cancel", "cancel", id="dialog.cancel")]
 
     def __init__(self, pilot: dict, variants: list[dict], tz=None) -> None:
         super().__init__()
@@ -82,17 +93,3 @@ class PilotDialog(ModalScreen[dict | None]):
             return
         note = self.query_one("#note", Input).value.strip() or None
         self.dismiss({"choice": choice, "variants": kept, "note": note})
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._confirm()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "confirm":
-            self._confirm()
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
