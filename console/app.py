@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual.app import App
 
@@ -32,10 +33,20 @@ class CampaignConsole(App):
     COMMANDS = App.COMMANDS | {ConsoleActions}
     ENABLE_COMMAND_PALETTE = True
 
-    def __init__(self, source: StatusSource, *, campaign: Any = None, nvml: Any = None,
-                 clock: Callable[[], float] | None = None, refresh_seconds: float = 1.0,
-                 auto_tick: bool = True, tz: dt.tzinfo | None = None, keymap: dict | None = None,
-                 ssh: dict | None = None, process_every: float = 5.0) -> None:
+    def __init__(
+        self,
+        source: StatusSource,
+        *,
+        campaign: Any = None,
+        nvml: Any = None,
+        clock: Callable[[], float] | None = None,
+        refresh_seconds: float = 1.0,
+        auto_tick: bool = True,
+        tz: dt.tzinfo | None = None,
+        keymap: dict | None = None,
+        ssh: dict | None = None,
+        process_every: float = 5.0,
+    ) -> None:
         super().__init__()
         self.source = source
         self.campaign = campaign
@@ -54,8 +65,8 @@ class CampaignConsole(App):
         self.main_screen: MainScreen | None = None
         self._ticking = False
         self._states: dict[str, str] = {}
-        self.actions: list[tuple[str, dict]] = []      # what was asked of the runner, in order
-        self.user_keymap: dict = dict(keymap or {})   # binding id -> keys, as the palette shows them
+        self.actions: list[tuple[str, dict]] = []  # what was asked of the runner, in order
+        self.user_keymap: dict = dict(keymap or {})  # binding id -> keys, as the palette shows them
         if keymap:
             self.set_keymap(keymap)
 
@@ -127,9 +138,17 @@ class CampaignConsole(App):
         self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
         plot.apply(batch)
         expiry = expiry_at(snap.get("bundle") or {}, now, self.warn_hours)
-        self.main_screen.show(snap, expiry, self.gpu_reading, down=self.down, tries=self.tries,
-                              last_seen=self.last_seen, now=now, control_variant=self.control_variant,
-                              tz=self.tz)
+        self.main_screen.show(
+            snap,
+            expiry,
+            self.gpu_reading,
+            down=self.down,
+            tries=self.tries,
+            last_seen=self.last_seen,
+            now=now,
+            control_variant=self.control_variant,
+            tz=self.tz,
+        )
         self.ticks += 1
 
     def _sample_off_thread(self, pids: dict, root: str | None, plot: LossPlot) -> tuple[GpuReading, dict]:
@@ -144,8 +163,11 @@ class CampaignConsole(App):
             if before is None or before == state or not self.last_seen:
                 continue
             if state == "stopped":
-                self.notify(f"{rid} stopped by a rule: {r.get('stop_reason') or r.get('stop_rule')}",
-                            severity="error", timeout=10)
+                self.notify(
+                    f"{rid} stopped by a rule: {r.get('stop_reason') or r.get('stop_rule')}",
+                    severity="error",
+                    timeout=10,
+                )
             elif state in ("failed", "refused"):
                 self.notify(f"{rid} {state}: {r.get('stop_reason') or ''}", severity="error", timeout=10)
             elif state == "finished":
@@ -179,6 +201,7 @@ def describe_result(op: str, args: dict, result: Any) -> str:
         return f"{run}: checkpoint requested"
     if op == "decide":
         from console.pilot_view import decision_words
+
         return f"decision recorded: {decision_words(r or args)}"
     state = r.get("state")
     if op == "start" and state == "queued":
@@ -186,23 +209,44 @@ def describe_result(op: str, args: dict, result: Any) -> str:
     return f"{op} {run}: {state}" if state else f"{op} {run}: done"
 
 
-def make_app(source: StatusSource | None = None, *, campaign_file: str | Path | None = None,
-             campaign: Any = None, nvml: Any = None, clock: Callable[[], float] | None = None,
-             refresh_seconds: float = 1.0, auto_tick: bool = True, tz: dt.tzinfo | None = None,
-             keymap: dict | None = None, ssh: dict | None = None, process_every: float = 5.0,
-             use_user_keymap: bool = True) -> CampaignConsole:
+def make_app(
+    source: StatusSource | None = None,
+    *,
+    campaign_file: str | Path | None = None,
+    campaign: Any = None,
+    nvml: Any = None,
+    clock: Callable[[], float] | None = None,
+    refresh_seconds: float = 1.0,
+    auto_tick: bool = True,
+    tz: dt.tzinfo | None = None,
+    keymap: dict | None = None,
+    ssh: dict | None = None,
+    process_every: float = 5.0,
+    use_user_keymap: bool = True,
+) -> CampaignConsole:
     """The console for a campaign: `source` defaults to the runner of `campaign_file`'s folder.
     The user's keymap file is applied unless `keymap` is given or `use_user_keymap` is False."""
     if campaign is None and campaign_file is not None:
-        from runner.campaign import load_campaign
+        from runner.campaign.model import load_campaign
+
         campaign = load_campaign(campaign_file)
     if source is None:
         if campaign is None:
             raise ValueError("make_app needs a source or a campaign")
         from console.source import RunnerSource
+
         source = RunnerSource(campaign.root)
     if keymap is None and use_user_keymap:
         keymap = load_keymap(known_ids=BINDING_IDS)
-    return CampaignConsole(source, campaign=campaign, nvml=nvml, clock=clock,
-                           refresh_seconds=refresh_seconds, auto_tick=auto_tick, tz=tz, keymap=keymap,
-                           ssh=ssh, process_every=process_every)
+    return CampaignConsole(
+        source,
+        campaign=campaign,
+        nvml=nvml,
+        clock=clock,
+        refresh_seconds=refresh_seconds,
+        auto_tick=auto_tick,
+        tz=tz,
+        keymap=keymap,
+        ssh=ssh,
+        process_every=process_every,
+    )

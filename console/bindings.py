@@ -28,5 +28,7 @@ BINDING_IDS = {a[0] for a in ACTIONS}
 
 
 def main_bindings() -> list[Binding]:
-    return [Binding(key, action, label, show=show, id=bid, tooltip=help_)
-            for bid, key, action, label, help_, show in ACTIONS]
+    return [
+        Binding(key, action, label, show=show, id=bid, tooltip=help_)
+        for bid, key, action, label, help_, show in ACTIONS
+    ]

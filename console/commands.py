@@ -17,8 +17,10 @@ class ConsoleActions(Provider):
         # the action itself, not `run_action`: the palette offers an action even while its key is
         # left out of the footer (the pilot decision before the pilot is over)
         keymap = getattr(self.app, "user_keymap", {}) or {}
-        return [(help_, getattr(main, f"action_{action}"), f"key: {keymap.get(bid, key)}")
-                for bid, key, action, _, help_, _ in ACTIONS]
+        return [
+            (help_, getattr(main, f"action_{action}"), f"key: {keymap.get(bid, key)}")
+            for bid, key, action, _, help_, _ in ACTIONS
+        ]
 
     async def discover(self) -> Hits:
         for name, callback, key in self._commands():

@@ -1,6 +1,6 @@
 """The rental clock as the console sees it: the bundle's times from the snapshot, `now` from the
 console's own (injectable) clock, so the header counts down between polls and tests and
-screenshots can stand at any moment. Same levels as `runner.clock.read_clock`."""
+screenshots can stand at any moment. Same levels as `runner.campaign.clock.read_clock`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ DEFAULT_WARN_HOURS = 12.0
 @dataclass(frozen=True)
 class Expiry:
     level: str
-    remaining_seconds: float | None      # to the end of the window
-    to_retrieve_seconds: float | None    # to the retrieval deadline
+    remaining_seconds: float | None  # to the end of the window
+    to_retrieve_seconds: float | None  # to the retrieval deadline
 
 
 def expiry_at(bundle: dict, now: float, warn_hours: float | None = None) -> Expiry:

@@ -10,11 +10,19 @@ import datetime as dt
 import math
 from typing import Any
 
-from runner.durations import format_duration
-from runner.durations import format_span as fmt_span
+from runner.campaign.durations import format_duration
+from runner.campaign.durations import format_span as fmt_span
 
-__all__ = ["format_duration", "fmt_span", "fmt_bytes", "fmt_hours", "fmt_loss", "fmt_iso_local", "as_float",
-           "parse_iso"]
+__all__ = [
+    "format_duration",
+    "fmt_span",
+    "fmt_bytes",
+    "fmt_hours",
+    "fmt_loss",
+    "fmt_iso_local",
+    "as_float",
+    "parse_iso",
+]
 
 
 def as_float(value: Any) -> float | None:
@@ -29,7 +37,6 @@ def as_float(value: Any) -> float | None:
         except ValueError:
             return None
     return None
-
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -1,6 +1,6 @@
 """What the GPU panel shows, sampled off the UI thread once a tick.
 
-NVML is initialised once (`runner.nvml.Nvml` keeps the device handles); utilisation, memory,
+NVML is initialised once (`runner.daemon.nvml.Nvml` keeps the device handles); utilisation, memory,
 temperature and power are read every tick, the process list (milliseconds a call) only every
 `process_every` seconds. GPU processes are mapped to run ids through each run's pid and its
 descendants (psutil). Where NVML is unavailable, the host's CPU, memory and the free disk of the
@@ -10,13 +10,13 @@ campaign folder are sampled instead, so the panel still says something useful.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
-from runner.nvml import GpuProcess, GpuSample, Nvml
+from runner.daemon.nvml import GpuProcess, GpuSample, Nvml
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,15 @@ class MappedProcess:
     gpu_index: int
     pid: int
     used_memory_bytes: int | None
-    run_id: str | None          # None: a process no run of this campaign owns
+    run_id: str | None  # None: a process no run of this campaign owns
 
 
 @dataclass(frozen=True)
 class GpuReading:
-    error: str | None                       # why NVML is unavailable; None when it works
+    error: str | None  # why NVML is unavailable; None when it works
     gpus: list[GpuSample] = field(default_factory=list)
     processes: list[MappedProcess] = field(default_factory=list)
-    processes_note: str | None = None       # e.g. pids from another pid namespace
+    processes_note: str | None = None  # e.g. pids from another pid namespace
     host: HostSample | None = None
 
 
@@ -73,16 +73,27 @@ def sample_host(folder: str | Path | None) -> HostSample:
         free, total = du.free, du.total
     except OSError:
         pass
-    return HostSample(cpu_percent=psutil.cpu_percent(interval=None), cpu_count=psutil.cpu_count() or 1,
-                      memory_used_bytes=mem.total - mem.available, memory_total_bytes=mem.total,
-                      disk_free_bytes=free, disk_total_bytes=total, disk_path=path)
+    return HostSample(
+        cpu_percent=psutil.cpu_percent(interval=None),
+        cpu_count=psutil.cpu_count() or 1,
+        memory_used_bytes=mem.total - mem.available,
+        memory_total_bytes=mem.total,
+        disk_free_bytes=free,
+        disk_total_bytes=total,
+        disk_path=path,
+    )
 
 
 class GpuSampler:
     """Holds the NVML session and the last process list between ticks. Call `read` from a thread."""
 
-    def __init__(self, nvml: Nvml | Callable[[], Nvml] | None = None, *, process_every: float = 5.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        nvml: Nvml | Callable[[], Nvml] | None = None,
+        *,
+        process_every: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._nvml_or_factory = nvml
         self._nvml: Nvml | None = nvml if isinstance(nvml, Nvml) else None
         self.process_every = process_every
@@ -109,8 +120,7 @@ class GpuSampler:
             self._last_proc_at = now
             self.process_polls += 1
         owners = pid_owners(run_pids)
-        mapped = [MappedProcess(p.gpu_index, p.pid, p.used_memory_bytes, owners.get(p.pid))
-                  for p in self._procs]
+        mapped = [MappedProcess(p.gpu_index, p.pid, p.used_memory_bytes, owners.get(p.pid)) for p in self._procs]
         note = None
         if mapped and not any(p.run_id for p in mapped) and not any(psutil.pid_exists(p.pid) for p in mapped):
             note = "GPU processes not visible here (another pid namespace): cannot map them to runs"

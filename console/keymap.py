@@ -15,7 +15,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from runner.errors import CampaignError
+from runner.campaign.errors import CampaignError
 
 DEFAULT_PATH = Path("~/.config/campaign-console/keymap.toml")
 
@@ -39,14 +39,16 @@ def load_keymap(path: str | Path | None = None, known_ids: set[str] | None = Non
         raise CampaignError(f"not valid TOML: {exc}", file=p) from None
     keys = data.get("keys", {})
     if not isinstance(keys, dict):
-        raise CampaignError("expected a [keys] table of binding id = \"key\"", file=p, field="keys")
+        raise CampaignError('expected a [keys] table of binding id = "key"', file=p, field="keys")
     out: dict[str, str] = {}
     for binding_id, value in keys.items():
         if known_ids is not None and binding_id not in known_ids:
-            raise CampaignError(f"unknown binding id (known: {', '.join(sorted(known_ids))})",
-                                file=p, field=f"keys.{binding_id}")
+            raise CampaignError(
+                f"unknown binding id (known: {', '.join(sorted(known_ids))})", file=p, field=f"keys.{binding_id}"
+            )
         if not isinstance(value, str) or not value.strip():
-            raise CampaignError("expected a key such as \"x\" or \"ctrl+x\" (several: \"x,ctrl+x\")",
-                                file=p, field=f"keys.{binding_id}")
+            raise CampaignError(
+                'expected a key such as "x" or "ctrl+x" (several: "x,ctrl+x")', file=p, field=f"keys.{binding_id}"
+            )
         out[binding_id] = value.strip()
     return out

@@ -3,7 +3,7 @@
 An unmodified script with a `metrics_regex` writes no metrics file: its curve comes from the
 lines of its `output.log` that the regex matches, as the runner reads them.
 
-The console reads the files itself, read-only, through `runner.metric_stream.MetricStream` (partial
+The console reads the files itself, read-only, through `runner.supervision.metric_stream.MetricStream` (partial
 last lines wait, bad lines are skipped and counted, a replaced file is read from its start), so
 curves cost the runner nothing. Reading is capped per call so a run with a huge history fills in
 over a few ticks instead of freezing one.
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from console.series import SeriesStore
-from runner.metric_stream import MetricStream, RegexMetrics
+from runner.supervision.metric_stream import MetricStream, RegexMetrics
 
 READ_CAP_BYTES = 32 * 1024 * 1024
 
@@ -70,7 +70,7 @@ class MetricTail:
     def apply(self, batch: tuple[int, np.ndarray, np.ndarray]) -> int:
         """Append what `read` returned (cheap: do it on the thread that draws)."""
         restarts, steps, values = batch
-        if restarts != self._restarts:     # the file was replaced: start over
+        if restarts != self._restarts:  # the file was replaced: start over
             self._restarts = restarts
             self.series = SeriesStore()
         if len(steps):

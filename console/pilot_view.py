@@ -1,5 +1,5 @@
 """The pilot decision as the console words it: the banner line, the re-estimate the decision is
-taken on, and the recorded result. Pure functions of the snapshot's `pilot` key (runner/pilot.py's
+taken on, and the recorded result. Pure functions of the snapshot's `pilot` key (runner/closing/pilot.py's
 `pilot_status`, see docs/INTERNALS.md) and of the `decide` op's answer, tested without a screen.
 """
 
@@ -15,7 +15,7 @@ from rich.text import Text
 from console.fmt import as_float, fmt_span
 from console.widgets.runs.cells import fmt_amount, hours_unit
 
-SHOW_DECIDED_SECONDS = 120.0     # the banner recalls a fresh decision this long
+SHOW_DECIDED_SECONDS = 120.0  # the banner recalls a fresh decision this long
 
 
 def awaiting(pilot: dict | None) -> bool:
@@ -33,8 +33,10 @@ def fit_words(estimate: dict | None) -> Text:
         return Text("no re-estimate yet", style="dim")
     if estimate.get("fits"):
         return Text(f"fits, {hours_words(as_float(estimate.get('spare_hours')))} spare", style="green")
-    return Text(f"does NOT fit: {hours_words(as_float(estimate.get('over_hours')))} past the retrieval deadline",
-                style="bold red")
+    return Text(
+        f"does NOT fit: {hours_words(as_float(estimate.get('over_hours')))} past the retrieval deadline",
+        style="bold red",
+    )
 
 
 def decision_words(decision: dict | None) -> str:
@@ -84,9 +86,14 @@ def estimate_summary(estimate: dict | None, tz: dt.tzinfo | None = None) -> Text
     text.append(".\n")
     # speed_factor is measured time over planned time: 0.23 means runs take a quarter of the
     # planned hours (four times faster), so it is shown as time, never as a speed.
-    bits = [f"measured: runs take x{as_float(estimate.get('speed_factor')) or 1:.2f} their planned time "
-            f"({estimate.get('measured_runs', 0)} run(s))"]
-    write, verify = as_float(estimate.get("checkpoint_write_seconds")), as_float(estimate.get("checkpoint_verify_seconds"))
+    bits = [
+        f"measured: runs take x{as_float(estimate.get('speed_factor')) or 1:.2f} their planned time "
+        f"({estimate.get('measured_runs', 0)} run(s))"
+    ]
+    write, verify = (
+        as_float(estimate.get("checkpoint_write_seconds")),
+        as_float(estimate.get("checkpoint_verify_seconds")),
+    )
     if write is not None:
         bits.append(f"ckpt write {write:.1f} s")
     if verify is not None:
@@ -99,17 +106,26 @@ def estimate_table(estimate: dict | None) -> Table:
     """Each item still to run: its state, planned time, time used and time left (minutes for items
     planned under an hour). Items already done or cut have nothing left to estimate."""
     t = Table(box=None, pad_edge=False, expand=False, show_edge=False)
-    for name, justify in (("variant", "left"), ("state", "left"), ("plan", "right"), ("used", "right"),
-                          ("left", "right")):
+    for name, justify in (
+        ("variant", "left"),
+        ("state", "left"),
+        ("plan", "right"),
+        ("used", "right"),
+        ("left", "right"),
+    ):
         t.add_column(name, justify=justify, no_wrap=True)
     for item in (estimate or {}).get("items") or []:
         if item.get("state") in ("done", "cut"):
             continue
         planned = as_float(item.get("planned_hours"))
         scale, unit = hours_unit(planned)
-        t.add_row(str(item.get("variant")), str(item.get("state")), f"{fmt_amount(planned, scale)}{unit}",
-                  f"{fmt_amount(as_float(item.get('elapsed_hours')), scale)}{unit}",
-                  f"{fmt_amount(as_float(item.get('remaining_hours')), scale)}{unit}")
+        t.add_row(
+            str(item.get("variant")),
+            str(item.get("state")),
+            f"{fmt_amount(planned, scale)}{unit}",
+            f"{fmt_amount(as_float(item.get('elapsed_hours')), scale)}{unit}",
+            f"{fmt_amount(as_float(item.get('remaining_hours')), scale)}{unit}",
+        )
     return t
 
 
@@ -134,5 +150,5 @@ def who() -> str:
 
 
 def _clock(t: float, tz: dt.tzinfo | None) -> str:
-    when = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp(t, dt.UTC)
     return (when.astimezone(tz) if tz is not None else when.astimezone()).strftime("%H:%M %Z").strip()

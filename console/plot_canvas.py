@@ -22,14 +22,14 @@ _BITS = np.array([[0x01, 0x08], [0x02, 0x10], [0x04, 0x20], [0x40, 0x80]], dtype
 class Trace:
     label: str
     color: str
-    vmin: np.ndarray       # one value per dot column, NaN where empty
+    vmin: np.ndarray  # one value per dot column, NaN where empty
     vmax: np.ndarray
-    line: np.ndarray | None = None   # smoothed values: drawn as a line instead of the span
+    line: np.ndarray | None = None  # smoothed values: drawn as a line instead of the span
 
 
 def fmt_tick(v: float, log: bool) -> str:
     if log:
-        v = 10 ** v
+        v = 10**v
     if v == 0:
         return "0"
     if abs(v) >= 1e4 or abs(v) < 1e-2:
@@ -49,8 +49,17 @@ def y_bounds(traces: list[Trace]) -> tuple[float, float] | None:
     return lo, hi
 
 
-def render_plot(traces: list[Trace], width: int, height: int, *, x_lo: float, x_hi: float,
-                log: bool = False, note: str = "", axis_style: str = "dim") -> Text:
+def render_plot(
+    traces: list[Trace],
+    width: int,
+    height: int,
+    *,
+    x_lo: float,
+    x_hi: float,
+    log: bool = False,
+    note: str = "",
+    axis_style: str = "dim",
+) -> Text:
     """The whole plot (legend line, plot area with a y axis, x axis line) as `height` lines."""
     gutter = 8
     plot_w = max(1, width - gutter)
@@ -122,8 +131,7 @@ def _to_dot(values: np.ndarray, lo: float, scale: float, dots_h: int) -> np.ndar
     return y.astype(np.int64)
 
 
-def _draw_spans(pix: np.ndarray, vmin: np.ndarray, vmax: np.ndarray, lo: float, scale: float,
-                dots_h: int) -> None:
+def _draw_spans(pix: np.ndarray, vmin: np.ndarray, vmax: np.ndarray, lo: float, scale: float, dots_h: int) -> None:
     top = _to_dot(vmax, lo, scale, dots_h)
     bottom = _to_dot(vmin, lo, scale, dots_h)
     prev: tuple[int, int] | None = None
@@ -133,12 +141,12 @@ def _draw_spans(pix: np.ndarray, vmin: np.ndarray, vmax: np.ndarray, lo: float, 
             prev = None
             continue
         span = (a, b)
-        if prev is not None:            # reach the column before so a steep curve has no gaps
+        if prev is not None:  # reach the column before so a steep curve has no gaps
             if prev[1] < a:
                 a = prev[1]
             if prev[0] > b:
                 b = prev[0]
-        pix[a:b + 1, col] = True
+        pix[a : b + 1, col] = True
         prev = span
 
 
@@ -150,7 +158,7 @@ def _draw_line(pix: np.ndarray, line: np.ndarray, lo: float, scale: float, dots_
         if cur < 0:
             continue
         a, b = (cur, cur) if prev is None else sorted((prev, cur))
-        pix[a:b + 1, col] = True
+        pix[a : b + 1, col] = True
         prev = cur
 
 

@@ -21,11 +21,11 @@ MAX_LISTED = 200
 
 @dataclass(frozen=True)
 class Item:
-    kind: str          # "deliverable", "checkpoint", "records"
-    path: Path         # absolute
+    kind: str  # "deliverable", "checkpoint", "records"
+    path: Path  # absolute
     bytes: int
     note: str = ""
-    files: tuple[Path, ...] = ()   # "records": the run folder's files (checkpoints left out)
+    files: tuple[Path, ...] = ()  # "records": the run folder's files (checkpoints left out)
 
 
 def _size(path: Path) -> int:
@@ -47,8 +47,7 @@ def retrieval_items(snapshot: dict, output_dir: str = "deliverables") -> list[It
             items.append(Item("deliverable", p, _size(p)))
         if len(files) > MAX_LISTED:
             rest = files[MAX_LISTED:]
-            items.append(Item("deliverable", out, sum(_size(p) for p in rest),
-                              f"and {len(rest)} more files"))
+            items.append(Item("deliverable", out, sum(_size(p) for p in rest), f"and {len(rest)} more files"))
     for run in snapshot.get("runs") or []:
         ck = run.get("checkpoint_path")
         if ck and run.get("checkpoint_verified"):
@@ -57,15 +56,27 @@ def retrieval_items(snapshot: dict, output_dir: str = "deliverables") -> list[It
                 p = root / p
             items.append(Item("checkpoint", p, _size(p), f"{run.get('id')} step {run.get('checkpoint_step')}"))
         elif ck:
-            items.append(Item("checkpoint", Path(ck), 0,
-                              f"{run.get('id')}: latest checkpoint NOT verified — "
-                              f"{run.get('checkpoint_problem') or 'not checked yet'}"))
+            items.append(
+                Item(
+                    "checkpoint",
+                    Path(ck),
+                    0,
+                    f"{run.get('id')}: latest checkpoint NOT verified — "
+                    f"{run.get('checkpoint_problem') or 'not checked yet'}",
+                )
+            )
         run_dir = run.get("run_dir")
         if run_dir and Path(run_dir).is_dir():
             records = [p for p in Path(run_dir).iterdir() if p.is_file()]
-            items.append(Item("records", Path(run_dir), sum(_size(p) for p in records),
-                              f"{run.get('id')} ({len(records)} file{'' if len(records) == 1 else 's'}, checkpoints excluded)",
-                              tuple(sorted(records))))
+            items.append(
+                Item(
+                    "records",
+                    Path(run_dir),
+                    sum(_size(p) for p in records),
+                    f"{run.get('id')} ({len(records)} file{'' if len(records) == 1 else 's'}, checkpoints excluded)",
+                    tuple(sorted(records)),
+                )
+            )
     return items
 
 
@@ -99,13 +110,16 @@ def address_note(target: str) -> str | None:
     except ValueError:
         return None
     if addr.is_private or addr.is_loopback:
-        return (f"{host} is a private address (behind the provider's NAT or proxy?): replace it with the "
-                "address you ssh to, or set CAMPAIGN_SSH_HOST (and CAMPAIGN_SSH_PORT) before opening the console")
+        return (
+            f"{host} is a private address (behind the provider's NAT or proxy?): replace it with the "
+            "address you ssh to, or set CAMPAIGN_SSH_HOST (and CAMPAIGN_SSH_PORT) before opening the console"
+        )
     return None
 
 
-def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, host: str | None = None,
-                 port: int | None = None) -> str:
+def copy_command(
+    snapshot: dict, items: list[Item], *, user: str | None = None, host: str | None = None, port: int | None = None
+) -> str:
     """An `rsync` to run on your own machine, pulling the listed paths (relative to the campaign
     folder, layout kept) into ./<campaign folder name>/. The paths go in a here-document, one a
     line, so that the command stays paste-able however many there are."""
@@ -117,21 +131,21 @@ def copy_command(snapshot: dict, items: list[Item], *, user: str | None = None, 
         try:
             rel = str(path.relative_to(root))
         except ValueError:
-            return                                   # outside the campaign folder: not ours to pull
+            return  # outside the campaign folder: not ours to pull
         if rel not in paths:
             paths.append(rel)
 
     for item in items:
         if item.kind == "checkpoint" and item.bytes == 0:
-            continue                                 # not verified: not worth the transfer
+            continue  # not verified: not worth the transfer
         if item.kind == "deliverable" and item.path.is_relative_to(root) and item.path != root:
-            add(root / item.path.relative_to(root).parts[0])   # the output folder once, whole
+            add(root / item.path.relative_to(root).parts[0])  # the output folder once, whole
         elif item.kind == "records":
             for f in item.files:
                 add(f)
         else:
             add(item.path)
-            sidecar = item.path.with_suffix(".json")        # the checkpoint's sidecar (sha256, holds)
+            sidecar = item.path.with_suffix(".json")  # the checkpoint's sidecar (sha256, holds)
             if item.kind == "checkpoint" and sidecar.exists():
                 add(sidecar)
     head = "rsync -avrP --files-from=-" + (f" -e {shlex.quote(f'ssh -p {port}')}" if port else "")

@@ -33,7 +33,7 @@ class _Grow:
             new = np.empty(cap, dtype=np.float64)
             new[: self.n] = self.buf[: self.n]
             self.buf = new
-        self.buf[self.n:need] = values
+        self.buf[self.n : need] = values
         self.n = need
 
     @property
@@ -53,13 +53,20 @@ class _Level:
         return self.x0.n
 
     def arrays(self, start: int = 0) -> tuple[np.ndarray, ...]:
-        return (self.x0.view[start:], self.x1.view[start:], self.vmin.view[start:],
-                self.vmax.view[start:], self.vsum.view[start:], self.cnt.view[start:])
+        return (
+            self.x0.view[start:],
+            self.x1.view[start:],
+            self.vmin.view[start:],
+            self.vmax.view[start:],
+            self.vsum.view[start:],
+            self.cnt.view[start:],
+        )
 
 
 @dataclass(frozen=True)
 class Reduced:
     """A series reduced to `columns` bins over [x_lo, x_hi]; NaN where a bin holds no point."""
+
     vmin: np.ndarray
     vmax: np.ndarray
     mean: np.ndarray
@@ -72,8 +79,8 @@ class SeriesStore:
         self._x = _Grow()
         self._v = _Grow()
         self._levels: list[_Level] = []
-        self.nonfinite_steps: list[float] = []   # where the value was NaN or infinite
-        self.version = 0                          # bumped on every append: plots cache on it
+        self.nonfinite_steps: list[float] = []  # where the value was NaN or infinite
+        self.version = 0  # bumped on every append: plots cache on it
         self._x_lo, self._x_hi = np.inf, -np.inf
 
     def __len__(self) -> int:
@@ -154,7 +161,7 @@ class SeriesStore:
         while depth > 0 and len(self._levels[depth - 1]) < want:
             depth -= 1
         parts = []
-        covered = 0                        # raw points covered so far
+        covered = 0  # raw points covered so far
         if depth > 0:
             for d in range(depth - 1, -1, -1):
                 level = self._levels[d]

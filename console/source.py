@@ -1,6 +1,6 @@
 """Where the console's status comes from, and where its actions go.
 
-`RunnerSource` is the live one: the runner's socket through `runner.client.AsyncClient`, which
+`RunnerSource` is the live one: the runner's socket through `runner.daemon.client.AsyncClient`, which
 re-opens a lost connection by itself, so a restarted runner is picked up on the next poll.
 `SnapshotSource` serves a recorded status snapshot (screenshots, snapshot tests, a status file
 saved with `campaign status --json`): it refuses every action, since no runner stands behind it.
@@ -9,7 +9,6 @@ The app polls `status()`; it schedules the next poll only when the last one has 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,7 +41,7 @@ class RunnerSource:
     """The runner of the campaign folder `root`, over its socket."""
 
     def __init__(self, root: str | Path, *, timeout: float = 10.0) -> None:
-        from runner.client import AsyncClient
+        from runner.daemon.client import AsyncClient
 
         self.root = Path(root)
         self.description = f"runner of {self.root}"
@@ -53,8 +52,8 @@ class RunnerSource:
         return await self.request("status")
 
     async def request(self, op: str, **args: Any) -> Any:
-        from runner.client import RequestFailed
-        from runner.errors import CampaignError, RunnerUnavailable
+        from runner.campaign.errors import CampaignError, RunnerUnavailable
+        from runner.daemon.client import RequestFailed
 
         try:
             return await self._client.request(op, **args)
@@ -62,7 +61,7 @@ class RunnerSource:
             raise SourceDown(str(exc)) from None
         except (RequestFailed, CampaignError) as exc:
             raise SourceError(str(exc)) from None
-        except (OSError, ValueError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, ValueError) as exc:
             raise SourceDown(f"the runner's socket failed: {exc}") from None
 
     async def close(self) -> None:
@@ -76,7 +75,7 @@ class SnapshotSource:
         self.snapshot = snapshot
         self.description = description
         self.requests: list[tuple[str, dict]] = []
-        self.down: str | None = None          # set to a reason to act as an unreachable runner
+        self.down: str | None = None  # set to a reason to act as an unreachable runner
 
     def replace(self, snapshot: dict) -> None:
         self.snapshot = snapshot
@@ -120,5 +119,11 @@ def run_detail_from_folder(snapshot: dict, run_id: str) -> dict:
         lines = (folder / "output.log").read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         lines = []
-    return {"run": row, "config": config, "rules": config.get("rule", []),
-            "checkpoints": checkpoints, "log_tail": lines[-50:], "events": []}
+    return {
+        "run": row,
+        "config": config,
+        "rules": config.get("rule", []),
+        "checkpoints": checkpoints,
+        "log_tail": lines[-50:],
+        "events": [],
+    }

@@ -23,11 +23,12 @@ for p in (ROOT, ROOT / "tests"):
         sys.path.insert(0, str(p))
 
 from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
-from runner.nvml import Nvml  # noqa: E402
+
+from runner.daemon.nvml import Nvml  # noqa: E402
 from screenshots.closing_scene import write_closing_scene  # noqa: E402
 from screenshots.scene import PIDS, moments, scene_app, write_scene  # noqa: E402
 
-SCENE_DIR = Path("/tmp/campaign-console-screens/campaign-demo")   # fixed: it shows in the paths
+SCENE_DIR = Path("/tmp/campaign-console-screens/campaign-demo")  # fixed: it shows in the paths
 CLOSING_DIR = Path("/tmp/campaign-console-screens/campaign-done")  # same length: same wrapping
 SIZE = (80, 24)
 
@@ -41,7 +42,7 @@ SHOTS = {
     "run-detail": ("ok", ["down", "down", "d"]),
     "plan": ("ok", ["p"]),
     "retrieval": ("warning", ["f"]),
-    "report": ("closed", ["R"]),          # drawn on the closing scene
+    "report": ("closed", ["R"]),  # drawn on the closing scene
 }
 CLOSED_LEVELS = ("closed",)
 
@@ -50,8 +51,9 @@ def recorded_nvml() -> Nvml:
     return Nvml(backend=RecordedNvml(devices=[RTX4090], process_pids={0: list(PIDS.values())}))
 
 
-async def shoot(name: str, level: str, keys: list[str], folder: Path, out: Path | None,
-                size: tuple[int, int] = SIZE) -> str:
+async def shoot(
+    name: str, level: str, keys: list[str], folder: Path, out: Path | None, size: tuple[int, int] = SIZE
+) -> str:
     """Draw one screen; returns its plain-text rendering and writes the SVG into `out`."""
     from console.screen_text import screen_text
 
@@ -91,7 +93,7 @@ def report_markdown_svg(folder: Path) -> str:
     from rich.markdown import Markdown
 
     from console.screens.report_screen import build_markdown
-    from runner.campaign import load_campaign
+    from runner.campaign.model import load_campaign
 
     markdown = build_markdown(load_campaign(folder / "campaign.toml"), moments(folder)["closed"])
     page = Console(record=True, width=96, file=io.StringIO(), color_system="truecolor", force_terminal=True)

@@ -20,9 +20,10 @@ import pytest  # noqa: E402
 def camp(tmp_path, monkeypatch):
     """A campaign folder for tests that drive a real runner: two slots, a 5 s grace period, and a
     clean-up that stops the runner (aborting its runs) and kills every process left under tmp_path."""
-    from runner import control
-    from runner.campaign import load_campaign
+    from runner.campaign.model import load_campaign
+    from runner.daemon import control
     from tests.helpers_runner import kill_processes_under
+
     monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
     monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
     root = tmp_path / "camp"

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from helpers_runner import STEPS_SCRIPT, iso
 
-NAN_SCRIPT = r'''
+NAN_SCRIPT = r"""
 import json, os, sys, time
 run_dir = os.environ["CAMPAIGN_RUN_DIR"]
 good, delay = int(sys.argv[1]), float(sys.argv[2])
@@ -22,11 +23,12 @@ with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
         f.write(json.dumps({"t": time.time(), "step": step, "loss": loss}) + "\n")
         f.flush()
         time.sleep(delay)
-'''
+"""
 
 
-def write_live_campaign(root: Path, *, started_at: float | None = None, days: int = 3,
-                        retrieval_hours: float = 2) -> Path:
+def write_live_campaign(
+    root: Path, *, started_at: float | None = None, days: int = 3, retrieval_hours: float = 2
+) -> Path:
     """Three variants, none queued by a phase (the test starts them with keys): `control` and
     `wide` run long and slowly, `planted` writes a NaN loss after a few steps."""
     root.mkdir(parents=True, exist_ok=True)
@@ -76,8 +78,9 @@ metric = "loss"
     return path
 
 
-async def tick_until(app: Any, pilot: Any, cond: Callable[[], Any], *, timeout: float = 60.0,
-                     what: str = "condition") -> Any:
+async def tick_until(
+    app: Any, pilot: Any, cond: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition"
+) -> Any:
     """Tick the app (status, GPUs, metrics, screen) until `cond()` is truthy."""
     deadline = time.monotonic() + timeout
     last = None

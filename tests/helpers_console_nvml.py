@@ -35,7 +35,7 @@ RTX4090 = {
     "memory_total": 25757220864,
     "samples": [
         (88, 20_971_520_000, 71, 402_117),
-        (91, 21_038_628_864, 72, None),        # power not supported on this read: N/A
+        (91, 21_038_628_864, 72, None),  # power not supported on this read: N/A
         (86, 21_038_628_864, 72, 389_004),
     ],
     "processes": [(5151, 20_500_000_000)],
@@ -45,11 +45,16 @@ RTX4090 = {
 class RecordedNvml:
     """pynvml-shaped backend replaying recorded answers for `devices`."""
 
-    def __init__(self, devices=(H200, RTX4090), *, fail_init: Exception | None = None,
-                 process_pids: dict[int, list[int]] | None = None) -> None:
+    def __init__(
+        self,
+        devices=(H200, RTX4090),
+        *,
+        fail_init: Exception | None = None,
+        process_pids: dict[int, list[int]] | None = None,
+    ) -> None:
         self.devices = list(devices)
         self.fail_init = fail_init
-        self.process_pids = process_pids or {}      # override the recorded pids (map to live runs)
+        self.process_pids = process_pids or {}  # override the recorded pids (map to live runs)
         self.calls: dict[str, int] = {}
 
     def _count(self, name: str) -> int:

@@ -1,7 +1,7 @@
 """Campaign folders for the deliverables/report/pilot tests: real files, a real ledger, real checkpoints.
 
 The tests stand in for the runner here (and only here): they insert ledger rows as the schema in
-runner/ledger.py says and lay out run folders as docs/INTERNALS.md says.
+runner/ledger/store.py says and lay out run folders as docs/INTERNALS.md says.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import tomli_w
 
-from runner import ledger
-from runner.campaign import load_campaign
+from runner.campaign.model import load_campaign
+from runner.ledger import store as ledger
 
 CAMPAIGN_TOML = """\
 [campaign]
@@ -79,15 +79,23 @@ checkpoint_every = "30m"
 """
 
 
-def make_campaign(root: Path, variants=(("control", "essential", 10, ""), ("rank16", "essential", 10, ""),
-                                         ("rank64", "exploratory", 10, "")), *, started: float | None = None,
-                  no_decision: bool = False):
+def make_campaign(
+    root: Path,
+    variants=(("control", "essential", 10, ""), ("rank16", "essential", 10, ""), ("rank64", "exploratory", 10, "")),
+    *,
+    started: float | None = None,
+    no_decision: bool = False,
+):
     """Write campaign.toml into `root` and load it."""
     started = time.time() - 6 * 3600 if started is None else started
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     tables = "".join(VARIANT.format(name=n, category=c, hours=h, extra=x) for n, c, h, x in variants)
-    text = CAMPAIGN_TOML.format(started=stamp, variants=", ".join(f'"{v[0]}"' for v in variants),
-                                variant_tables=tables, decision="" if no_decision else DECISION)
+    text = CAMPAIGN_TOML.format(
+        started=stamp,
+        variants=", ".join(f'"{v[0]}"' for v in variants),
+        variant_tables=tables,
+        decision="" if no_decision else DECISION,
+    )
     root.mkdir(parents=True, exist_ok=True)
     (root / "campaign.toml").write_text(text, encoding="utf-8")
     return load_campaign(root)
@@ -101,7 +109,7 @@ _TEMPLATE: Path | None = None
 
 _MAKE_CHECKPOINT = """\
 import sys, torch
-from runner.checkpoint import Checkpointer
+from campaign_train.checkpoint import Checkpointer
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -110,15 +118,20 @@ Checkpointer(model, opt, every_s=1e9, directory=sys.argv[1], install_signals=Fal
 
 
 def _template_checkpoint() -> Path:
-    """One real final checkpoint (runner.checkpoint, in a child process: it installs hooks and opens
+    """One real final checkpoint (campaign_train.checkpoint, in a child process: it installs hooks and opens
     a metric writer), made once per test session and copied wherever a test needs one."""
     global _TEMPLATE
     if _TEMPLATE is None:
         folder = Path(tempfile.mkdtemp(prefix="report-ckpt-"))
         atexit.register(shutil.rmtree, folder, True)
         env = dict(os.environ, CAMPAIGN_RUN_DIR=str(folder), CUDA_VISIBLE_DEVICES="")
-        subprocess.run([sys.executable, "-c", _MAKE_CHECKPOINT, str(folder / "checkpoints")], check=True,
-                       env=env, timeout=300, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", _MAKE_CHECKPOINT, str(folder / "checkpoints")],
+            check=True,
+            env=env,
+            timeout=300,
+            capture_output=True,
+        )
         _TEMPLATE = folder / "checkpoints" / "final.pt"
     return _TEMPLATE
 
@@ -131,25 +144,60 @@ def save_checkpoint(path: Path) -> None:
     shutil.copyfile(template.with_suffix(".json"), path.with_suffix(".json"))
 
 
-def add_run(conn, campaign, variant: str, *, config_hash: str = "0000aaaa", state: str = "finished",
-            dev_acc: float | None = 0.70, hours: float = 1.0, launched_at: float | None = None,
-            attempts: int = 1, stop_rule: str | None = None, stop_reason: str | None = None,
-            stop_value: str | None = None, stop_step: int | None = None, files: bool = True,
-            checkpoint: bool = True, frozen_extra: dict | None = None, run_id: str | None = None) -> Path:
+def add_run(
+    conn,
+    campaign,
+    variant: str,
+    *,
+    config_hash: str = "0000aaaa",
+    state: str = "finished",
+    dev_acc: float | None = 0.70,
+    hours: float = 1.0,
+    launched_at: float | None = None,
+    attempts: int = 1,
+    stop_rule: str | None = None,
+    stop_reason: str | None = None,
+    stop_value: str | None = None,
+    stop_step: int | None = None,
+    files: bool = True,
+    checkpoint: bool = True,
+    frozen_extra: dict | None = None,
+    run_id: str | None = None,
+) -> Path:
     """One run: its folder with real files and its ledger rows. Returns the run folder."""
     run_id = run_id or f"{variant}-{config_hash}"
     run_dir = campaign.runs_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     v = campaign.variant(variant)
-    frozen_variant = {"name": v.name, "category": v.category, "command": list(v.command), "hours": v.hours,
-                      "adapter": v.adapter, "expects": list(v.expects)}
+    frozen_variant = {
+        "name": v.name,
+        "category": v.category,
+        "command": list(v.command),
+        "hours": v.hours,
+        "adapter": v.adapter,
+        "expects": list(v.expects),
+    }
     if v.base_revision:
         frozen_variant["base_revision"] = v.base_revision
     frozen_variant.update(frozen_extra or {})
-    (run_dir / "run.toml").write_text(tomli_w.dumps({
-        "run": {"id": run_id, "variant": variant, "category": v.category, "config_hash": config_hash,
-                "campaign": campaign.name, "created_at": time.time()},
-        "variant": frozen_variant, "rule": [{"kind": "nonfinite", "metric": "loss"}], "env": {}}), encoding="utf-8")
+    (run_dir / "run.toml").write_text(
+        tomli_w.dumps(
+            {
+                "run": {
+                    "id": run_id,
+                    "variant": variant,
+                    "category": v.category,
+                    "config_hash": config_hash,
+                    "campaign": campaign.name,
+                    "created_at": time.time(),
+                },
+                "variant": frozen_variant,
+                "rule": [{"kind": "nonfinite", "metric": "loss"}],
+                "env": {},
+            }
+        ),
+        encoding="utf-8",
+    )
     launched = time.time() - 2 * 3600 if launched_at is None else launched_at
     t = launched
     lines = []
@@ -162,7 +210,9 @@ def add_run(conn, campaign, variant: str, *, config_hash: str = "0000aaaa", stat
     (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if files:
         (run_dir / "predictions.jsonl").write_text(
-            "".join(json.dumps({"id": i, "label": i % 2, "pred": (i * 7) % 2}) + "\n" for i in range(20)), encoding="utf-8")
+            "".join(json.dumps({"id": i, "label": i % 2, "pred": (i * 7) % 2}) + "\n" for i in range(20)),
+            encoding="utf-8",
+        )
         (run_dir / "error_analysis.json").write_text(json.dumps({"per_class": {"0": 0.1, "1": 0.2}}), encoding="utf-8")
     ckpt = run_dir / "checkpoints" / "final.pt"
     if checkpoint:
@@ -172,17 +222,40 @@ def add_run(conn, campaign, variant: str, *, config_hash: str = "0000aaaa", stat
         "INSERT INTO runs(id, variant, category, config_hash, state, run_dir, planned_hours, queued_at, launched_at,"
         " ended_at, active_seconds, attempts, stop_reason, stop_rule, stop_value, stop_step)"
         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (run_id, variant, v.category, config_hash, state, str(run_dir), v.hours, launched - 1,
-         launched if state != "queued" else None, ended, hours * 3600 if ended else 0.0, attempts,
-         stop_reason, stop_rule, stop_value, stop_step))
+        (
+            run_id,
+            variant,
+            v.category,
+            config_hash,
+            state,
+            str(run_dir),
+            v.hours,
+            launched - 1,
+            launched if state != "queued" else None,
+            ended,
+            hours * 3600 if ended else 0.0,
+            attempts,
+            stop_reason,
+            stop_rule,
+            stop_value,
+            stop_step,
+        ),
+    )
     conn.execute("INSERT INTO events(t, run_id, kind, data) VALUES (?, ?, 'launched', '{}')", (launched, run_id))
     if dev_acc is not None:
-        conn.execute("INSERT INTO metric_last(run_id, name, step, value, text, t) VALUES (?, 'dev_acc', 100, ?, ?, ?)",
-                     (run_id, dev_acc, repr(dev_acc), t))
-    conn.execute("INSERT INTO run_progress(run_id, offset, lines, first_t, last_t, first_step, last_step)"
-                 " VALUES (?, 0, 6, ?, ?, 0, 100)", (run_id, launched, launched + 1000))
+        conn.execute(
+            "INSERT INTO metric_last(run_id, name, step, value, text, t) VALUES (?, 'dev_acc', 100, ?, ?, ?)",
+            (run_id, dev_acc, repr(dev_acc), t),
+        )
+    conn.execute(
+        "INSERT INTO run_progress(run_id, offset, lines, first_t, last_t, first_step, last_step)"
+        " VALUES (?, 0, 6, ?, ?, 0, 100)",
+        (run_id, launched, launched + 1000),
+    )
     if checkpoint:
-        conn.execute("INSERT INTO checkpoints(run_id, path, step, t, bytes, verified, grade, write_seconds, verify_seconds)"
-                     " VALUES (?, ?, 100, ?, ?, 1, 'weights+optimizer', 0.5, 2.0)",
-                     (run_id, str(ckpt), launched + 600, ckpt.stat().st_size))
+        conn.execute(
+            "INSERT INTO checkpoints(run_id, path, step, t, bytes, verified, grade, write_seconds, verify_seconds)"
+            " VALUES (?, ?, 100, ?, ?, 1, 'weights+optimizer', 0.5, 2.0)",
+            (run_id, str(ckpt), launched + 600, ckpt.stat().st_size),
+        )
     return run_dir

@@ -9,12 +9,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psutil
 
-STEPS_SCRIPT = r'''
+STEPS_SCRIPT = r"""
 import json, os, sys, time
 run_dir = os.environ["CAMPAIGN_RUN_DIR"]
 n, delay = int(sys.argv[1]), float(sys.argv[2])
@@ -31,38 +32,49 @@ with open(path, "a") as f:
                             "attempt": attempt}) + "\n")
         f.flush()
         time.sleep(delay)
-'''
+"""
 
 
 def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_campaign(root: Path, variants: list[dict[str, Any]], *, phase: list[str] | None = None,
-                   started_at: float | None = None, days: int = 3, retrieval_hours: float = 2,
-                   rules: str = '[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n') -> Path:
+def write_campaign(
+    root: Path,
+    variants: list[dict[str, Any]],
+    *,
+    phase: list[str] | None = None,
+    started_at: float | None = None,
+    days: int = 3,
+    retrieval_hours: float = 2,
+    rules: str = '[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n',
+) -> Path:
     """campaign.toml with `variants` (name, category, n, delay, hours, extra toml lines)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "steps.py").write_text(STEPS_SCRIPT)
     started_at = time.time() - 3600 if started_at is None else started_at
     names = [v["name"] for v in variants] if phase is None else phase
-    parts = [f'[campaign]\nname = "t"\nquestion = "q"\n\n[bundle]\ngpu = "RTX 4090"\ndays = {days}\n'
-             f'started_at = {iso(started_at)}\nretrieval_hours = {retrieval_hours}\n']
+    parts = [
+        f'[campaign]\nname = "t"\nquestion = "q"\n\n[bundle]\ngpu = "RTX 4090"\ndays = {days}\n'
+        f"started_at = {iso(started_at)}\nretrieval_hours = {retrieval_hours}\n"
+    ]
     if names:
-        parts.append("[[phase]]\nname = \"main\"\nvariants = [" + ", ".join(f'"{n}"' for n in names) + "]\n")
+        parts.append('[[phase]]\nname = "main"\nvariants = [' + ", ".join(f'"{n}"' for n in names) + "]\n")
     for v in variants:
-        parts.append(f'[[variant]]\nname = "{v["name"]}"\ncategory = "{v.get("category", "essential")}"\n'
-                     f'command = ["{sys.executable}", "steps.py", "{v.get("n", 20)}", "{v.get("delay", 0.05)}"'
-                     + (f', "{v["nan_at"]}"' if "nan_at" in v else "") + ']\n'
-                     f'hours = {v.get("hours", 1)}\n' + v.get("extra", ""))
+        parts.append(
+            f'[[variant]]\nname = "{v["name"]}"\ncategory = "{v.get("category", "essential")}"\n'
+            f'command = ["{sys.executable}", "steps.py", "{v.get("n", 20)}", "{v.get("delay", 0.05)}"'
+            + (f', "{v["nan_at"]}"' if "nan_at" in v else "")
+            + "]\n"
+            f"hours = {v.get('hours', 1)}\n" + v.get("extra", "")
+        )
     parts.append(rules)
     path = root / "campaign.toml"
     path.write_text("\n".join(parts))
     return path
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
-             interval: float = 0.1) -> Any:
+def wait_for(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:

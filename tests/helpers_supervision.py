@@ -1,5 +1,5 @@
 """Helpers for the supervision tests: a campaign folder with one run folder, real scripts, and a
-real `python -m runner.supervisor` process that every test waits for and cleans up."""
+real `python -m runner.supervision.supervisor` process that every test waits for and cleans up."""
 
 from __future__ import annotations
 
@@ -31,23 +31,42 @@ class RunFolder:
         path.write_text(textwrap.dedent(body))
         return name
 
-    def write(self, argv: list[str], rules: list[dict] = (), *, grace: float = 5.0, attempt: int = 1,
-              variant_extra: dict | None = None, env: dict | None = None, resume_from: str | None = None) -> None:
+    def write(
+        self,
+        argv: list[str],
+        rules: list[dict] = (),
+        *,
+        grace: float = 5.0,
+        attempt: int = 1,
+        variant_extra: dict | None = None,
+        env: dict | None = None,
+        resume_from: str | None = None,
+    ) -> None:
         variant = {"name": "control", "category": "essential", "command": argv, "hours": 1.0}
         variant.update(variant_extra or {})
-        config = {"run": {"id": self.run_id, "variant": "control", "category": "essential",
-                          "campaign": str(self.campaign)},
-                  "variant": variant, "rule": list(rules), "env": env or {}}
+        config = {
+            "run": {"id": self.run_id, "variant": "control", "category": "essential", "campaign": str(self.campaign)},
+            "variant": variant,
+            "rule": list(rules),
+            "env": env or {},
+        }
         (self.dir / "run.toml").write_text(tomli_w.dumps(config))
-        (self.dir / "launch.json").write_text(json.dumps(
-            {"attempt": attempt, "argv": argv, "env": {}, "grace_seconds": grace, "resume_from": resume_from}))
+        (self.dir / "launch.json").write_text(
+            json.dumps(
+                {"attempt": attempt, "argv": argv, "env": {}, "grace_seconds": grace, "resume_from": resume_from}
+            )
+        )
 
     def start(self) -> subprocess.Popen:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "runner.supervisor", str(self.dir)],
-                                     env=env, start_new_session=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.supervision.supervisor", str(self.dir)],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         return self.proc
 
     def wait(self, timeout: float = 60.0) -> int:
@@ -55,7 +74,7 @@ class RunFolder:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.cleanup()
-            raise AssertionError("the supervisor did not finish in time:\n" + self.log())
+            raise AssertionError("the supervisor did not finish in time:\n" + self.log()) from None
 
     def run(self, timeout: float = 60.0) -> int:
         self.start()

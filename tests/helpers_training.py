@@ -8,8 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -29,13 +29,19 @@ def env_for(run_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def run_loop(run_dir: Path, *args: str, timeout: float = DEADLINE_S, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(LOOP), *args], env=env_for(run_dir, **env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(LOOP), *args], env=env_for(run_dir, **env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start_loop(run_dir: Path, *args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(LOOP), *args], env=env_for(run_dir, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(LOOP), *args],
+        env=env_for(run_dir, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -50,8 +56,9 @@ def read_lines(path: Path) -> list[dict]:
     return out
 
 
-def wait_for(pred: Callable[[], object], what: str, deadline_s: float = DEADLINE_S,
-             proc: subprocess.Popen | None = None) -> object:
+def wait_for(
+    pred: Callable[[], object], what: str, deadline_s: float = DEADLINE_S, proc: subprocess.Popen | None = None
+) -> object:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         value = pred()

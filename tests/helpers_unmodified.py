@@ -16,8 +16,13 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "unmodified"
 SCRIPTS = ("train_gpt.py", "mnist_like.py")
 
 
-def copy_example(dest: Path, variants: list[str], *, args: dict[str, list[tuple[str, str]]] | None = None,
-                 started_at: float | None = None) -> Path:
+def copy_example(
+    dest: Path,
+    variants: list[str],
+    *,
+    args: dict[str, list[tuple[str, str]]] | None = None,
+    started_at: float | None = None,
+) -> Path:
     """`dest/campaign.toml` and the scripts from the example, with:
     - `started_at` an hour ago (the shipped date is a fixed example date);
     - "python" replaced by this interpreter (the one that has torch; the runner's PATH may not);

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers_plan import variant, write_campaign
-from runner.budget import budget_summary, cost_per_approved, format_usd
-from runner.campaign import load_campaign
+
+from runner.campaign.budget import budget_summary, cost_per_approved, format_usd
+from runner.campaign.model import load_campaign
 
 
 def test_47_14_over_two_approved_corpora_is_23_57_each():
@@ -35,18 +35,23 @@ def test_format_usd():
 
 
 def _campaign(tmp_path, **bundle):
-    return load_campaign(write_campaign(
-        tmp_path, bundle=bundle, variants=[variant("control", 10)],
-        phases=[{"name": "runs", "variants": ["control"]}],
-        spend=[{"what": "dataset transfer", "usd": 3.20}, {"what": "storage", "usd": 1.05}]))
+    return load_campaign(
+        write_campaign(
+            tmp_path,
+            bundle=bundle,
+            variants=[variant("control", 10)],
+            phases=[{"name": "runs", "variants": ["control"]}],
+            spend=[{"what": "dataset transfer", "usd": 3.20}, {"what": "storage", "usd": 1.05}],
+        )
+    )
 
 
 def test_summary_keeps_other_spending_on_its_own_lines(tmp_path):
     s = budget_summary(_campaign(tmp_path), approved=2)
     data = s.to_json()
-    assert data["committed_usd"] == 47.14                 # the rental alone
+    assert data["committed_usd"] == 47.14  # the rental alone
     assert data["other_spend_usd"] == 4.25
-    assert data["usd_per_approved"] == 23.57              # rental share only, spending not merged
+    assert data["usd_per_approved"] == 23.57  # rental share only, spending not merged
     assert data["other_spend"] == [{"what": "dataset transfer", "usd": 3.2}, {"what": "storage", "usd": 1.05}]
     rows = dict(s.lines())
     assert rows["committed rental (IteraGPU RTX 4090, 3 days, catalog)"] == "47.14 USD"

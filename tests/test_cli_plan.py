@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def campaign(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_init_writes_a_template_that_checks_and_refuses_to_overwrite(tmp_path):
@@ -24,7 +25,7 @@ def test_init_writes_a_template_that_checks_and_refuses_to_overwrite(tmp_path):
     assert r.returncode == 0, r.stderr
     target = tmp_path / "mine" / "campaign.toml"
     text = target.read_text()
-    assert text.count("#") > 20 and 'name = "mine"' in text       # commented, named for its folder
+    assert text.count("#") > 20 and 'name = "mine"' in text  # commented, named for its folder
 
     r = campaign("check", "mine", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -33,7 +34,7 @@ def test_init_writes_a_template_that_checks_and_refuses_to_overwrite(tmp_path):
     target.write_text(text + "\n# my edits\n")
     r = campaign("init", "mine", cwd=tmp_path)
     assert r.returncode == 2 and "--force" in r.stderr
-    assert target.read_text().endswith("# my edits\n")             # nothing lost
+    assert target.read_text().endswith("# my edits\n")  # nothing lost
     r = campaign("init", "mine", "--force", cwd=tmp_path)
     assert r.returncode == 0 and "# my edits" not in target.read_text()
 
@@ -49,7 +50,7 @@ def test_check_exits_2_naming_file_line_and_field(tmp_path):
     path = tmp_path / "campaign.toml"
     text = path.read_text().replace('category = "essential"', 'category = "vital"', 1)
     path.write_text(text)
-    line = next(n for n, l in enumerate(text.splitlines(), 1) if 'category = "vital"' in l)
+    line = next(n for n, ln in enumerate(text.splitlines(), 1) if 'category = "vital"' in ln)
     r = campaign("check", cwd=tmp_path)
     assert r.returncode == 2
     assert f"campaign.toml:{line}:" in r.stderr and "variant[0].category" in r.stderr and "vital" in r.stderr
@@ -79,7 +80,7 @@ def test_plan_text_of_the_shipped_example_reads_in_80_columns(tmp_path):
     lines = r.stdout.splitlines()
     assert max(map(len, lines)) <= 80
     assert "38 h committed of 72 h" in r.stdout and "34 h uncommitted" in r.stdout
-    assert "\x1b[" not in r.stdout                                   # no colour codes into a pipe
+    assert "\x1b[" not in r.stdout  # no colour codes into a pipe
 
 
 def test_check_of_the_shipped_example(tmp_path):
@@ -109,14 +110,14 @@ def test_the_b200_example_runs_two_side_by_side_and_shows_the_options(tmp_path):
     assert first["control"]["start_hours"] == first["lr-high"]["start_hours"]
     assert {first["control"]["gpu"], first["lr-high"]["gpu"]} == {0, 1}
     opts = {o["plan"]: o for o in data["options"]}
-    assert opts["7d"]["price_usd"] is None                       # no invented price
+    assert opts["7d"]["price_usd"] is None  # no invented price
     assert opts["2x3d"]["price_usd"] == 1040.0
 
 
 def test_check_warns_about_an_adapter_without_its_base_revision(tmp_path):
     assert campaign("init", cwd=tmp_path).returncode == 0
     path = tmp_path / "campaign.toml"
-    path.write_text(path.read_text().replace('# adapter = true ', 'adapter = true ', 1))
+    path.write_text(path.read_text().replace("# adapter = true ", "adapter = true ", 1))
     r = campaign("check", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "control is an adapter without base_revision" in r.stdout
@@ -125,9 +126,13 @@ def test_check_warns_about_an_adapter_without_its_base_revision(tmp_path):
 def test_check_warns_when_a_step_rule_can_never_be_judged(tmp_path, capsys):
     """A regex without a step group leaves `below`/`above` rules waiting for ever: say so up front."""
     from runner.cli import main
+
     src = (Path(__file__).resolve().parents[1] / "examples" / "rank-ablation" / "campaign.toml").read_text()
-    src = src.replace('checkpoint_every = "30m"\n',
-                      'checkpoint_every = "30m"\nmetrics_regex = \'loss (?P<loss>\\S+) acc (?P<dev_acc>\\S+)\'\n', 1)
+    src = src.replace(
+        'checkpoint_every = "30m"\n',
+        "checkpoint_every = \"30m\"\nmetrics_regex = 'loss (?P<loss>\\S+) acc (?P<dev_acc>\\S+)'\n",
+        1,
+    )
     (tmp_path / "campaign.toml").write_text(src)
     assert main(["check", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -139,5 +144,6 @@ def test_init_starts_the_window_at_the_current_hour_never_later():
     import datetime as dt
 
     from runner.cli.plan_cmds import template_text
-    now = dt.datetime(2026, 11, 29, 9, 59, 30, tzinfo=dt.timezone.utc)
+
+    now = dt.datetime(2026, 11, 29, 9, 59, 30, tzinfo=dt.UTC)
     assert "started_at = 2026-11-29T09:00:00Z" in template_text("x", now=now)

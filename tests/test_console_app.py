@@ -12,22 +12,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "screenshots"))
 
 from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from scene import NOW, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.commands import ConsoleActions  # noqa: E402
 from console.screen_text import screen_text  # noqa: E402
 from console.screens.abort_dialog import AbortDialog  # noqa: E402
 from console.source import SnapshotSource  # noqa: E402
-from runner.campaign import load_campaign  # noqa: E402
-from runner.nvml import Nvml  # noqa: E402
-from scene import NOW, snapshot, write_scene  # noqa: E402
+from runner.campaign.model import load_campaign  # noqa: E402
+from runner.daemon.nvml import Nvml  # noqa: E402
 
 
 def _app(folder, **kw):
     source = SnapshotSource(snapshot(folder, NOW + 20))
-    app = make_app(source, campaign=load_campaign(folder / "campaign.toml"),
-                   nvml=Nvml(backend=RecordedNvml(devices=[RTX4090])), clock=lambda: NOW + 20,
-                   auto_tick=False, tz=dt.timezone.utc, **kw)
+    app = make_app(
+        source,
+        campaign=load_campaign(folder / "campaign.toml"),
+        nvml=Nvml(backend=RecordedNvml(devices=[RTX4090])),
+        clock=lambda: NOW + 20,
+        auto_tick=False,
+        tz=dt.UTC,
+        **kw,
+    )
     return app, source
 
 
@@ -55,11 +61,18 @@ async def test_palette_lists_the_actions_and_refusals_are_reported(tmp_path):
         provider = ConsoleActions(app.screen)
         hits = [hit async for hit in provider.discover()]
         names = [hit.text for hit in hits]
-        assert {h.help for h in hits if "Abort" in h.text} == {"key: a"}    # the palette teaches the keys
-        for words in ("Abort the selected run", "Start the next queued variant", "Resume", "checkpoint now",
-                      "plan", "retrieval", "Quit"):
+        assert {h.help for h in hits if "Abort" in h.text} == {"key: a"}  # the palette teaches the keys
+        for words in (
+            "Abort the selected run",
+            "Start the next queued variant",
+            "Resume",
+            "checkpoint now",
+            "plan",
+            "retrieval",
+            "Quit",
+        ):
             assert any(words.lower() in n.lower() for n in names), words
-        await pilot.press("n")                      # the recorded source refuses: said, not crashed
+        await pilot.press("n")  # the recorded source refuses: said, not crashed
         await pilot.pause()
         assert source.requests[-1] == ("start", {"variant": "lr-x10"})
         source.down = "connection refused"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-
 from helpers_console import run_row, tick_until, write_live_campaign
 from helpers_console_nvml import NVMLError_LibraryNotFound, RecordedNvml
 from helpers_runner import kill_processes_under
@@ -18,9 +17,9 @@ from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
 from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner
 from console.widgets.runs.runs_table import RunsTable
-from runner import control
-from runner.campaign import load_campaign
-from runner.nvml import Nvml
+from runner.campaign.model import load_campaign
+from runner.daemon import control
+from runner.daemon.nvml import Nvml
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +45,9 @@ def cell(app, run_id: str, column: str) -> str:
 async def test_keys_drive_a_real_runner(live):
     clock = {"now": live.bundle.started_at.timestamp() + 3600}
     no_driver = Nvml(backend=RecordedNvml(fail_init=NVMLError_LibraryNotFound("libnvidia-ml.so.1 not found")))
-    app = make_app(campaign=live, nvml=no_driver, clock=lambda: clock["now"], auto_tick=False,
-                   use_user_keymap=False, tz=dt.timezone.utc)
+    app = make_app(
+        campaign=live, nvml=no_driver, clock=lambda: clock["now"], auto_tick=False, use_user_keymap=False, tz=dt.UTC
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await tick_until(app, pilot, lambda: app.snapshot, what="a first snapshot")
 
@@ -57,17 +57,22 @@ async def test_keys_drive_a_real_runner(live):
 
         # n: the next variant (none queued: the first without a run) starts
         await pilot.press("n")
-        ctrl = await tick_until(app, pilot, lambda: (r := run_row(app, "control")) and r["state"] == "running" and r,
-                                what="control running")
+        ctrl = await tick_until(
+            app, pilot, lambda: (r := run_row(app, "control")) and r["state"] == "running" and r, what="control running"
+        )
         assert ("start", {"variant": "control"}) in app.actions
         assert cell(app, ctrl["id"], "state") == "running"
 
         # s: choose a variant: the planted one, which writes a NaN loss; the rule stops it
         await pilot.press("s")
         await pilot.pause()
-        await pilot.press("down", "enter")        # control, [planted], wide
-        planted = await tick_until(app, pilot, lambda: (r := run_row(app, "planted")) and r["state"] == "stopped" and r,
-                                   what="planted stopped by its rule")
+        await pilot.press("down", "enter")  # control, [planted], wide
+        planted = await tick_until(
+            app,
+            pilot,
+            lambda: (r := run_row(app, "planted")) and r["state"] == "stopped" and r,
+            what="planted stopped by its rule",
+        )
         assert "✗" in cell(app, planted["id"], "rules") and "nan" in cell(app, planted["id"], "rules").lower()
         assert cell(app, planted["id"], "state") == "stopped"
 
@@ -78,8 +83,9 @@ async def test_keys_drive_a_real_runner(live):
         await pilot.press("a")
         await pilot.pause()
         await pilot.press(*"operator test", "enter")
-        await tick_until(app, pilot, lambda: (r := run_row(app, "control")) and r["state"] == "aborted",
-                         what="control aborted")
+        await tick_until(
+            app, pilot, lambda: (r := run_row(app, "control")) and r["state"] == "aborted", what="control aborted"
+        )
         assert ("abort", {"run": ctrl["id"], "reason": "operator test"}) in app.actions
         assert cell(app, ctrl["id"], "state") == "aborted"
         # stopped runs stay, with their reason
@@ -90,8 +96,12 @@ async def test_keys_drive_a_real_runner(live):
         banner = app.main_screen.query_one(ExpiryBanner)
         expires = live.bundle.expires_at.timestamp()
         retrieve = live.bundle.retrieve_by.timestamp()
-        for now, level in ((expires - 20 * 3600, "ok"), (retrieve - 3600, "warning"),
-                           (retrieve + 60, "critical"), (expires + 60, "expired")):
+        for now, level in (
+            (expires - 20 * 3600, "ok"),
+            (retrieve - 3600, "warning"),
+            (retrieve + 60, "critical"),
+            (expires + 60, "expired"),
+        ):
             clock["now"] = now
             await app.tick()
             await pilot.pause()
@@ -110,6 +120,10 @@ async def test_console_reconnects_after_runner_restart(live):
         assert app.main_screen.query_one(ConnectionBanner).has_class("-down")
         assert "reconnecting" in screen_text(app)
         control.up(live)
-        await tick_until(app, pilot, lambda: app.down is None and app.snapshot["runner"]["pid"] != first_pid,
-                         what="the console back on the new runner")
+        await tick_until(
+            app,
+            pilot,
+            lambda: app.down is None and app.snapshot["runner"]["pid"] != first_pid,
+            what="the console back on the new runner",
+        )
         assert not app.main_screen.query_one(ConnectionBanner).has_class("-down")

@@ -8,9 +8,10 @@ from console.metrics_tail import MetricTail
 
 def test_harness_metrics_file_is_followed_incrementally(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(
-        "".join(json.dumps({"t": 0, "step": i, "loss": 1.0 / (i + 1)}) + "\n" for i in range(3)) + '{"step": 3, "lo')
+        "".join(json.dumps({"t": 0, "step": i, "loss": 1.0 / (i + 1)}) + "\n" for i in range(3)) + '{"step": 3, "lo'
+    )
     tail = MetricTail(tmp_path)
-    assert tail.poll() == 3                       # the partial last line waits for its newline
+    assert tail.poll() == 3  # the partial last line waits for its newline
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('ss": 0.2}\n')
     assert tail.poll() == 1
@@ -18,12 +19,14 @@ def test_harness_metrics_file_is_followed_incrementally(tmp_path):
 
 def test_unmodified_script_curve_comes_from_its_output_log(tmp_path):
     (tmp_path / "run.toml").write_text(
-        "[variant]\nname = \"nano\"\nmetrics_regex = 'iter (?P<step>\\d+): loss (?P<loss>\\S+)'\n")
+        "[variant]\nname = \"nano\"\nmetrics_regex = 'iter (?P<step>\\d+): loss (?P<loss>\\S+)'\n"
+    )
     (tmp_path / "output.log").write_text(
-        "step 0: train loss 10.9, val loss 10.9\niter 0: loss 10.93, time 12ms\niter 10: loss 7.41, time 11ms\n")
+        "step 0: train loss 10.9, val loss 10.9\niter 0: loss 10.93, time 12ms\niter 10: loss 7.41, time 11ms\n"
+    )
     tail = MetricTail(tmp_path)
     assert tail.path.name == "output.log"
     assert tail.poll() == 2
     with open(tmp_path / "output.log", "a") as f:
         f.write("iter 20: loss nan, time 11ms\niter 30: loss 6.2, time 11ms\n")
-    assert tail.poll() == 2                       # nan is a point too: the plot shows where it broke
+    assert tail.poll() == 2  # nan is a point too: the plot shows where it broke

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers_console_nvml import H200, RTX4090, NVMLError_LibraryNotFound, RecordedNvml
 
 from console.expiry import expiry_at
@@ -20,8 +19,8 @@ from console.plot_canvas import Trace, render_plot
 from console.retrieval import Item, copy_command
 from console.series import SeriesStore
 from console.widgets.gpus.gpu_panel import gpu_lines
-from runner.errors import CampaignError
-from runner.nvml import Nvml
+from runner.campaign.errors import CampaignError
+from runner.daemon.nvml import Nvml
 
 
 def test_reduce_keeps_min_and_max_of_each_column_at_any_length():
@@ -29,10 +28,10 @@ def test_reduce_keeps_min_and_max_of_each_column_at_any_length():
     for n in (10, 5_000, 300_000):
         x = np.arange(n, dtype=float)
         y = rng.random(n)
-        y[n // 2] = 50.0                               # a spike must survive the reduction
+        y[n // 2] = 50.0  # a spike must survive the reduction
         s = SeriesStore()
         for a in range(0, n, 7_777):
-            s.append(x[a:a + 7_777], y[a:a + 7_777])
+            s.append(x[a : a + 7_777], y[a : a + 7_777])
         r = s.reduce(0, n - 1, 100)
         assert np.nanmax(r.vmax) == 50.0
         assert abs(np.nanmin(r.vmin) - y.min()) < 1e-12 or n > 100 * 16
@@ -57,7 +56,7 @@ def test_plot_fills_exactly_its_box_with_labels():
     assert len(lines) == 10 and all(len(ln) <= 60 for ln in lines)
     assert lines[0].startswith("━ control") and "step 999" in lines[-1]
     assert any(ch != " " and 0x2800 <= ord(ch) <= 0x28FF for ch in "".join(lines[1:-1]))
-    assert lines[1].strip().startswith("3")            # the top label: max of 2 + cos = 3
+    assert lines[1].strip().startswith("3")  # the top label: max of 2 + cos = 3
 
 
 def test_metric_tail_reads_only_complete_lines(tmp_path):
@@ -77,15 +76,15 @@ def test_gpu_panel_on_recorded_h200_and_4090():
     nv = Nvml(backend=RecordedNvml(devices=[H200, RTX4090]))
     sampler = GpuSampler(nv, process_every=5.0, monotonic=iter([0.0, 1.0, 2.0, 6.0]).__next__)
     readings = [sampler.read({"control-1": 4242}, None) for _ in range(4)]
-    assert sampler.process_polls == 2                   # at t=0 and t=6, not every tick
+    assert sampler.process_polls == 2  # at t=0 and t=6, not every tick
     first = readings[0]
     assert [g.name for g in first.gpus] == ["NVIDIA H200", "NVIDIA GeForce RTX 4090"]
     assert first.gpus[0].memory_total_bytes == 150754820096 and first.gpus[0].power_w == pytest.approx(612.345)
-    assert readings[1].gpus[1].power_w is None          # the recorded "Not Supported"
+    assert readings[1].gpus[1].power_w is None  # the recorded "Not Supported"
     text = gpu_lines(readings[1]).plain
     assert "H200" in text and "RTX 4090" in text and "N/A" in text
-    assert "control-1" in text                          # pid 4242 on the H200 is the run's
-    assert "pid 5151" in text                           # a process no run owns
+    assert "control-1" in text  # pid 4242 on the H200 is the run's
+    assert "pid 5151" in text  # a process no run owns
 
 
 def test_gpu_panel_says_why_without_nvml(tmp_path):
@@ -97,15 +96,24 @@ def test_gpu_panel_says_why_without_nvml(tmp_path):
 
 
 def test_gpu_processes_map_to_runs_through_descendants():
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-                              "print(p.pid, flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(p.pid, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         grandchild = int(child.stdout.readline())
         owners = pid_owners({"run-a": child.pid})
         assert owners[child.pid] == "run-a" and owners[grandchild] == "run-a"
     finally:
         import psutil
+
         for p in psutil.Process(child.pid).children(recursive=True):
             p.kill()
         child.kill()
@@ -140,9 +148,17 @@ def test_copy_command_lists_relative_paths(tmp_path):
     ck.parent.mkdir(parents=True)
     ck.write_bytes(b"12345")
     snap = {"campaign": {"root": str(tmp_path), "name": "c"}}
-    cmd = copy_command(snap, [Item("deliverable", f, 1), Item("checkpoint", ck, 5),
-                              Item("checkpoint", tmp_path / "x.pt", 0, "not verified")],
-                       user="me", host="10.0.0.5", port=2222)
+    cmd = copy_command(
+        snap,
+        [
+            Item("deliverable", f, 1),
+            Item("checkpoint", ck, 5),
+            Item("checkpoint", tmp_path / "x.pt", 0, "not verified"),
+        ],
+        user="me",
+        host="10.0.0.5",
+        port=2222,
+    )
     lines = cmd.splitlines()
     assert lines[0] == "rsync -avrP --files-from=- -e 'ssh -p 2222' \\"
     assert f"me@10.0.0.5:{tmp_path}/" in lines[1]
@@ -153,6 +169,7 @@ def test_retrieval_target_warns_about_private_addresses_and_can_be_set(monkeypat
     """Behind a provider's NAT the SSH server sees a private address the user's machine cannot
     reach: say so, and let CAMPAIGN_SSH_HOST/PORT name the real one."""
     from console.retrieval import address_note, ssh_target
+
     monkeypatch.delenv("CAMPAIGN_SSH_HOST", raising=False)
     monkeypatch.setenv("SSH_CONNECTION", "198.51.100.7 51000 10.0.3.4 22")
     target, port = ssh_target(user="me")

@@ -14,22 +14,37 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "screenshots"))
 
 from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from scene import NOW, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.screen_text import screen_text  # noqa: E402
 from console.source import SnapshotSource  # noqa: E402
-from console.widgets.runs.cells import (checkpoint_cell, hours_cell, id_cell, loss_cell, planned_cell,  # noqa: E402
-                                        rules_cell, step_cell)
+from console.widgets.runs.cells import (  # noqa: E402
+    checkpoint_cell,
+    hours_cell,
+    id_cell,
+    loss_cell,
+    planned_cell,
+    rules_cell,
+    step_cell,
+)
 from console.widgets.runs.runs_table import RunsTable, fit, wrap_lines  # noqa: E402
-from runner.campaign import load_campaign  # noqa: E402
-from runner.nvml import Nvml  # noqa: E402
-from scene import NOW, snapshot, write_scene  # noqa: E402
+from runner.campaign.model import load_campaign  # noqa: E402
+from runner.daemon.nvml import Nvml  # noqa: E402
 
 
 def test_compact_cells_fit_an_80_column_row():
-    run = {"id": "control-3f9a1c20", "category": "essential", "state": "running", "step": 123_456,
-           "loss": 12345.6, "elapsed_seconds": 0.4 * 3600, "planned_hours": 1.0, "expected_hours": 1.0,
-           "next_checkpoint_seconds": 75.0}
+    run = {
+        "id": "control-3f9a1c20",
+        "category": "essential",
+        "state": "running",
+        "step": 123_456,
+        "loss": 12345.6,
+        "elapsed_seconds": 0.4 * 3600,
+        "planned_hours": 1.0,
+        "expected_hours": 1.0,
+        "next_checkpoint_seconds": 75.0,
+    }
     assert id_cell(run, True).plain == "E control-3f9a1c20"
     assert id_cell({**run, "category": "exploratory"}, True).plain.startswith("X ")
     assert id_cell(run, False).plain == "control-3f9a1c20"
@@ -56,8 +71,10 @@ def test_overdue_checkpoint_and_overrun_are_alarms():
 def test_rules_cell_says_which_rule_fired_or_why_a_run_ended():
     ok = {"state": "running", "rules": [{"kind": "nonfinite", "state": "ok"}, {"kind": "below", "state": "waiting"}]}
     assert rules_cell(ok).plain == "1/2 ok, 1 wait"
-    fired = {"state": "running", "rules": [{"kind": "nonfinite", "text": "loss not finite", "state": "fired",
-                                            "value": "nan"}]}
+    fired = {
+        "state": "running",
+        "rules": [{"kind": "nonfinite", "text": "loss not finite", "state": "fired", "value": "nan"}],
+    }
     assert rules_cell(fired).plain == "✗ loss not finite (nan)"
     stopped = {"state": "stopped", "stop_reason": "loss is nan at step 140", "stop_rule": "nonfinite"}
     assert rules_cell(stopped).plain == "✗ loss is nan at step 140"
@@ -77,9 +94,15 @@ def test_fit_and_wrap_keep_to_the_width():
 
 def _app(folder):
     source = SnapshotSource(snapshot(folder, NOW + 20))
-    return make_app(source, campaign=load_campaign(folder / "campaign.toml"),
-                    nvml=Nvml(backend=RecordedNvml(devices=[RTX4090])), clock=lambda: NOW + 20,
-                    auto_tick=False, tz=dt.timezone.utc, use_user_keymap=False)
+    return make_app(
+        source,
+        campaign=load_campaign(folder / "campaign.toml"),
+        nvml=Nvml(backend=RecordedNvml(devices=[RTX4090])),
+        clock=lambda: NOW + 20,
+        auto_tick=False,
+        tz=dt.UTC,
+        use_user_keymap=False,
+    )
 
 
 async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_path):
@@ -93,7 +116,7 @@ async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_pat
         text = screen_text(app)
         assert "E control-3f9a1c20" in text and "X lr-x1000-c0ffee11" in text
         assert all(len(line) <= 80 for line in text.splitlines())
-        assert table.virtual_size.width <= table.size.width           # nothing scrolls sideways
+        assert table.virtual_size.width <= table.size.width  # nothing scrolls sideways
         # the stopped run keeps its whole reason, on two lines at 80 columns
         assert table.cell_text("lr-x1000-c0ffee11", "rules") == "✗ loss is nan at step 140"
         assert table.get_row_height("lr-x1000-c0ffee11") == 2
@@ -106,7 +129,7 @@ async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_pat
         await app.tick()
         await pilot.pause()
         assert table.layout == "full"
-        assert table.selected_run == "lr-x3-8be01d47"                 # the rebuild kept the cursor
+        assert table.selected_run == "lr-x3-8be01d47"  # the rebuild kept the cursor
         text = screen_text(app)
         for label in ("category", "elapsed", "plan", "expect", "next ckpt"):
             assert label in text.splitlines()[2], label

@@ -9,10 +9,10 @@ import tempfile
 import tomllib
 
 import pytest
-
 from helpers_report import add_run, make_campaign, open_writable, save_checkpoint
+
 from runner.cli import main
-from runner.deliverables import DEFAULT_EXPECTS, path_problem, verify_campaign
+from runner.closing.deliverables import DEFAULT_EXPECTS, path_problem, verify_campaign
 
 
 @pytest.fixture
@@ -68,8 +68,9 @@ def test_checkpoint_recorded_in_a_temp_folder_blocks_approval(camp):
     scratch = tempfile.mkdtemp(prefix="ckpt-scratch-")
     try:
         elsewhere = os.path.join(scratch, "ckpt-000000050.pt")
-        conn.execute("INSERT INTO checkpoints(run_id, path, step, t) VALUES (?, ?, 50, 1.0)",
-                     ("control-11111111", elsewhere))
+        conn.execute(
+            "INSERT INTO checkpoints(run_id, path, step, t) VALUES (?, ?, 50, 1.0)", ("control-11111111", elsewhere)
+        )
         problems = _problems(verify_campaign(camp, conn), "control-11111111")
         assert f"temporary path (outside the campaign): checkpoint {elsewhere}" in problems
     finally:
@@ -88,8 +89,10 @@ def test_path_into_a_tmp_folder_inside_the_campaign_is_named(camp):
 
 def test_path_outside_the_campaign_is_named(camp, tmp_path):
     assert path_problem(camp, "/opt/models/x.pt") == "outside the campaign"
-    assert path_problem(camp, camp.root / ".." / "x.pt") in ("outside the campaign",
-                                                              "temporary path (outside the campaign)")
+    assert path_problem(camp, camp.root / ".." / "x.pt") in (
+        "outside the campaign",
+        "temporary path (outside the campaign)",
+    )
     assert path_problem(camp, "/var/tmp/x.pt") == "temporary path (outside the campaign)"
     assert path_problem(camp, camp.root / "runs" / "r" / "checkpoints" / "final.pt") is None
     assert path_problem(camp, camp.root / "runs" / "tmpab12cd34" / "final.pt") == "temporary path"
@@ -107,10 +110,14 @@ def test_symlinked_expected_file_pointing_out_of_the_campaign_is_named(camp, tmp
 
 
 def test_adapter_without_base_revision_blocks_approval(tmp_path):
-    camp = make_campaign(tmp_path / "camp", variants=(
-        ("control", "essential", 10, ""),
-        ("lora", "essential", 10, "adapter = true"),
-        ("lora_pinned", "useful", 10, 'adapter = true\nbase_revision = "abc123def"')))
+    camp = make_campaign(
+        tmp_path / "camp",
+        variants=(
+            ("control", "essential", 10, ""),
+            ("lora", "essential", 10, "adapter = true"),
+            ("lora_pinned", "useful", 10, 'adapter = true\nbase_revision = "abc123def"'),
+        ),
+    )
     conn = open_writable(camp)
     add_run(conn, camp, "lora", config_hash="22222222")
     add_run(conn, camp, "lora_pinned", config_hash="33333333")
@@ -126,7 +133,7 @@ def test_corrupt_final_checkpoint_blocks_approval(camp):
     run_dir = add_run(conn, camp, "control", config_hash="11111111")
     final = run_dir / "checkpoints" / "final.pt"
     data = final.read_bytes()
-    final.write_bytes(data[: len(data) // 2])          # truncated in transfer
+    final.write_bytes(data[: len(data) // 2])  # truncated in transfer
     v = verify_campaign(camp, conn)
     problems = _problems(v, "control-11111111")
     assert any(p.startswith("does not reload: runs/control-11111111/checkpoints/final.pt") for p in problems), problems
@@ -135,10 +142,28 @@ def test_corrupt_final_checkpoint_blocks_approval(camp):
 
 def test_unfinished_runs_are_not_deliverables(camp):
     conn = open_writable(camp)
-    add_run(conn, camp, "rank64", config_hash="33333333", state="stopped", stop_rule="nonfinite",
-            stop_reason="loss is nan at step 40", stop_value="nan", stop_step=40, checkpoint=False)
-    add_run(conn, camp, "rank16", config_hash="22222222", state="refused",
-            stop_reason="10 h planned; 3 h left before the retrieval deadline", checkpoint=False, files=False)
+    add_run(
+        conn,
+        camp,
+        "rank64",
+        config_hash="33333333",
+        state="stopped",
+        stop_rule="nonfinite",
+        stop_reason="loss is nan at step 40",
+        stop_value="nan",
+        stop_step=40,
+        checkpoint=False,
+    )
+    add_run(
+        conn,
+        camp,
+        "rank16",
+        config_hash="22222222",
+        state="refused",
+        stop_reason="10 h planned; 3 h left before the retrieval deadline",
+        checkpoint=False,
+        files=False,
+    )
     v = verify_campaign(camp, conn)
     assert _problems(v, "rank64-33333333")[0] == "not finished: stopped by rule nonfinite: loss is nan at step 40"
     assert _problems(v, "rank16-22222222")[0].startswith("not finished: refused: 10 h planned")
@@ -146,13 +171,16 @@ def test_unfinished_runs_are_not_deliverables(camp):
 
 
 def test_declared_expects_are_globs_and_replace_the_defaults(tmp_path):
-    camp = make_campaign(tmp_path / "camp", variants=(
-        ("control", "essential", 10, 'expects = ["out/*.ckpt", "predictions.jsonl"]'),))
+    camp = make_campaign(
+        tmp_path / "camp", variants=(("control", "essential", 10, 'expects = ["out/*.ckpt", "predictions.jsonl"]'),)
+    )
     conn = open_writable(camp)
     run_dir = add_run(conn, camp, "control", config_hash="11111111", checkpoint=False)
     v = verify_campaign(camp, conn)
-    assert _problems(v, "control-11111111") == ["missing: out/*.ckpt",
-                                                "no final artifact: the run delivered no checkpoint to reload"]
+    assert _problems(v, "control-11111111") == [
+        "missing: out/*.ckpt",
+        "no final artifact: the run delivered no checkpoint to reload",
+    ]
     save_checkpoint(run_dir / "out" / "model.ckpt")
     v = verify_campaign(camp, conn)
     assert v.check("control-11111111").approved, _problems(v, "control-11111111")
@@ -184,5 +212,5 @@ def test_verify_without_a_ledger_reports_nothing_approved(camp, capsys):
 
 
 def test_default_expects_match_the_training_helpers():
-    predictions = pytest.importorskip("runner.predictions")
+    predictions = pytest.importorskip("campaign_train.predictions")
     assert tuple(predictions.DEFAULT_EXPECTS) == DEFAULT_EXPECTS

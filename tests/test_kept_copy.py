@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from runner import client, control, kept_copy
-from runner import ledger as L
-from runner.campaign import load_campaign
-from runner.statedir import paths_for
+from runner.campaign.model import load_campaign
+from runner.campaign.statedir import paths_for
+from runner.daemon import client, control
+from runner.ledger import store as L
+from runner.supervision import kept_copy
 from tests.helpers_runner import kill_processes_under, run_of, wait_for, write_campaign
 
 
@@ -25,11 +26,11 @@ def test_restore_puts_back_the_verified_version_and_keeps_the_broken_one(tmp_pat
     cand, sig = kept_copy.snapshot(original, run_dir, root)
     kept = kept_copy.keep(cand, original, sig, 120, time.time())
     assert kept.read_bytes() == b"good" * 100 and kept.name == "out__ckpt.pt"
-    assert kept_copy.restore_if_needed(run_dir) is None            # unchanged: nothing to do
-    original.write_bytes(b"trunc")                                 # killed mid-save
+    assert kept_copy.restore_if_needed(run_dir) is None  # unchanged: nothing to do
+    original.write_bytes(b"trunc")  # killed mid-save
     done = kept_copy.restore_if_needed(run_dir)
     assert done["step"] == 120 and original.read_bytes() == b"good" * 100
-    assert Path(done["moved_aside"]).read_bytes() == b"trunc"      # nothing is deleted
+    assert Path(done["moved_aside"]).read_bytes() == b"trunc"  # nothing is deleted
     original.unlink()
     assert kept_copy.restore_if_needed(run_dir)["moved_aside"] is None and original.exists()
 
@@ -45,7 +46,7 @@ def test_a_newer_verified_copy_replaces_the_older_one(tmp_path):
     assert files == ["ckpt-2.pt", "kept.json"]
 
 
-SAVES_IN_PLACE = r'''
+SAVES_IN_PLACE = r"""
 import os, sys, time, torch
 path = "out/ckpt.pt"
 start = 0
@@ -58,7 +59,7 @@ for it in range(start, start + 4000):
     if it % 100 == 0:
         torch.save({"model": {"w": torch.ones(4) * it}, "iter_num": it}, path)
     time.sleep(0.05)
-'''
+"""
 
 
 @pytest.mark.slow
@@ -66,25 +67,36 @@ def test_resume_after_a_truncated_in_place_save_uses_the_kept_copy(tmp_path, mon
     monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
     monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "3")
     root = tmp_path / "camp"
-    extra = ("metrics_regex = 'iter (?P<step>\\d+): loss (?P<loss>\\S+)'\n"
-             'checkpoint_glob = "out/ckpt.pt"\n')
+    extra = "metrics_regex = 'iter (?P<step>\\d+): loss (?P<loss>\\S+)'\ncheckpoint_glob = \"out/ckpt.pt\"\n"
     write_campaign(root, [{"name": "nano", "extra": extra}])
     (root / "saver.py").write_text(SAVES_IN_PLACE)
-    text = (root / "campaign.toml").read_text().replace(
-        f'"{sys.executable}", "steps.py", "20", "0.05"]', f'"{sys.executable}", "saver.py"]')
+    text = (
+        (root / "campaign.toml")
+        .read_text()
+        .replace(f'"{sys.executable}", "steps.py", "20", "0.05"]', f'"{sys.executable}", "saver.py"]')
+    )
     (root / "campaign.toml").write_text(text)
     c = load_campaign(root)
     try:
         control.up(c)
-        run = wait_for(lambda: (r := run_of(client.request(c, "status"), "nano")) and r["checkpoint_verified"] and r,
-                       timeout=120, what="a verified in-place checkpoint")
+        run = wait_for(
+            lambda: (r := run_of(client.request(c, "status"), "nano")) and r["checkpoint_verified"] and r,
+            timeout=120,
+            what="a verified in-place checkpoint",
+        )
         run_dir = Path(run["run_dir"])
-        meta = wait_for(lambda: json.loads((kept_copy.kept_dir(run_dir) / "kept.json").read_text())
-                        if (kept_copy.kept_dir(run_dir) / "kept.json").exists() else None, what="the kept copy")
+        meta = wait_for(
+            lambda: (
+                json.loads((kept_copy.kept_dir(run_dir) / "kept.json").read_text())
+                if (kept_copy.kept_dir(run_dir) / "kept.json").exists()
+                else None
+            ),
+            what="the kept copy",
+        )
         client.request(c, "abort", run=run["id"], reason="test: simulate a kill during the save")
         wait_for(lambda: run_of(client.request(c, "status"), "nano")["state"] == "aborted", what="the abort")
         ckpt = root / "out" / "ckpt.pt"
-        ckpt.write_bytes(ckpt.read_bytes()[:100])                   # what a kill mid-torch.save leaves
+        ckpt.write_bytes(ckpt.read_bytes()[:100])  # what a kill mid-torch.save leaves
         client.request(c, "resume", run=run["id"])
         log = run_dir / "output.log"
         wait_for(lambda: "resumed from iter" in log.read_text(), timeout=90, what="the script to resume")

@@ -4,7 +4,7 @@ import json
 import math
 import os
 
-from runner.metric_stream import MetricStream, RegexMetrics, decode_lines, decode_lines_stdlib
+from runner.supervision.metric_stream import MetricStream, RegexMetrics, decode_lines, decode_lines_stdlib
 
 
 def append(path, data: bytes):
@@ -50,8 +50,7 @@ def test_garbage_lines_are_skipped_and_counted(tmp_path):
 
 def test_nonfinite_tokens_as_python_writes_them(tmp_path):
     p = tmp_path / "metrics.jsonl"
-    lines = [json.dumps({"step": i, "loss": v}) for i, v in
-             enumerate([1.0, float("nan"), float("inf"), float("-inf")])]
+    lines = [json.dumps({"step": i, "loss": v}) for i, v in enumerate([1.0, float("nan"), float("inf"), float("-inf")])]
     append(p, ("\n".join(lines) + "\n").encode())
     with MetricStream(p) as s:
         losses = [r["loss"] for r in s.poll()]
@@ -75,7 +74,7 @@ def test_replaced_file_is_followed(tmp_path):
     append(p, b'{"step": 1}\n')
     s = MetricStream(p)
     assert len(s.poll()) == 1
-    append(p, b'{"step": 2}\n')                  # written to the old file before the swap
+    append(p, b'{"step": 2}\n')  # written to the old file before the swap
     new = tmp_path / "new.jsonl"
     new.write_bytes(b'{"step": 10}\n{"step": 11}\n{"step": 12}\n')
     os.replace(new, p)
@@ -104,8 +103,10 @@ def test_bounded_batches_catch_up(tmp_path):
 
 
 def test_msgspec_and_stdlib_paths_agree():
-    buf = b"".join(b'{"t": 1.5, "step": %d, "loss": %s}\n' % (i, b"NaN" if i % 97 == 0 else b"0.25")
-                   for i in range(2000)) + b"oops\n"
+    buf = (
+        b"".join(b'{"t": 1.5, "step": %d, "loss": %s}\n' % (i, b"NaN" if i % 97 == 0 else b"0.25") for i in range(2000))
+        + b"oops\n"
+    )
     fast, bad_fast = decode_lines(buf)
     slow, bad_slow = decode_lines_stdlib(buf)
     assert bad_fast == bad_slow == 1
@@ -132,12 +133,13 @@ def test_regex_metrics_for_unmodified_scripts(tmp_path):
 def test_file_watch_wakes_on_create_write_and_replace(tmp_path):
     import select
 
-    from runner.metric_stream import FileWatch
+    from runner.supervision.metric_stream import FileWatch
 
     p = tmp_path / "metrics.jsonl"
     w = FileWatch.open_watch(p)
     if w is None:
         import pytest
+
         pytest.skip("no inotify on this host")
 
     def ready():
@@ -147,19 +149,19 @@ def test_file_watch_wakes_on_create_write_and_replace(tmp_path):
 
     try:
         assert select.select([w], [], [], 0)[0] == []
-        p.write_bytes(b'{"step": 1}\n')                 # created
+        p.write_bytes(b'{"step": 1}\n')  # created
         assert ready()
-        while select.select([w], [], [], 0.05)[0]:     # settle the events of the first write
+        while select.select([w], [], [], 0.05)[0]:  # settle the events of the first write
             w.drain()
-        append(p, b'{"step": 2}\n')                     # written
+        append(p, b'{"step": 2}\n')  # written
         assert ready()
         new = tmp_path / "new"
         new.write_bytes(b"")
-        os.replace(new, p)                               # replaced
+        os.replace(new, p)  # replaced
         assert ready()
         while select.select([w], [], [], 0.05)[0]:
             w.drain()
-        append(p, b'{"step": 3}\n')                     # the new file is watched too
+        append(p, b'{"step": 3}\n')  # the new file is watched too
         assert ready()
     finally:
         w.close()

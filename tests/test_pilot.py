@@ -6,10 +6,10 @@ import json
 import time
 
 import pytest
-
 from helpers_report import add_run, make_campaign, open_writable
-from runner.errors import CampaignError
-from runner.pilot import frozen_plan, pilot_status, re_estimate, record_decision
+
+from runner.campaign.errors import CampaignError
+from runner.closing.pilot import frozen_plan, pilot_status, re_estimate, record_decision
 
 
 @pytest.fixture
@@ -19,13 +19,14 @@ def camp(tmp_path):
 
 def test_plan_is_frozen_once_and_never_rewritten(camp):
     conn = open_writable(camp)
-    assert pilot_status(camp, conn) is None                 # nothing launched: nothing measured
+    assert pilot_status(camp, conn) is None  # nothing launched: nothing measured
     plan = frozen_plan(conn)
     assert plan is not None and plan["committed_hours"] == 3 + 30 + 2 + 2
     assert [i["name"] for i in plan["items"] if i["kind"] == "variant"] == ["control", "rank16", "rank64"]
     # the file changes afterwards: the frozen plan does not
     camp.path.write_text(camp.path.read_text().replace("hours = 3\n", "hours = 5\n", 1))
-    from runner.campaign import load_campaign
+    from runner.campaign.model import load_campaign
+
     pilot_status(load_campaign(camp.root), conn)
     assert frozen_plan(conn) == plan
     kinds = [r["kind"] for r in conn.execute("SELECT kind FROM events")]
@@ -34,46 +35,67 @@ def test_plan_is_frozen_once_and_never_rewritten(camp):
 
 def test_a_plan_frozen_by_the_runner_is_used_as_is(camp):
     conn = open_writable(camp)
-    conn.execute("INSERT INTO meta(key, value) VALUES ('plan_frozen', ?)",
-                 (json.dumps({"frozen_at": 1.0, "items": [{"kind": "variant", "name": "control",
-                                                           "start_hours": 3, "end_hours": 13}]}),))
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('plan_frozen', ?)",
+        (
+            json.dumps(
+                {"frozen_at": 1.0, "items": [{"kind": "variant", "name": "control", "start_hours": 3, "end_hours": 13}]}
+            ),
+        ),
+    )
     add_run(conn, camp, "control", config_hash="11111111", state="running")
     status = pilot_status(camp, conn)
     assert status["plan_frozen_at"] == 1.0
-    assert [v["variant"] for v in status["variants"]] == ["control"]      # the frozen plan's scope
+    assert [v["variant"] for v in status["variants"]] == ["control"]  # the frozen plan's scope
 
 
 def test_pilot_runs_until_every_variant_reached_its_first_checkpoint(camp):
     conn = open_writable(camp)
-    add_run(conn, camp, "control", config_hash="11111111", state="running")          # has a checkpoint
+    add_run(conn, camp, "control", config_hash="11111111", state="running")  # has a checkpoint
     add_run(conn, camp, "rank16", config_hash="22222222", state="running", checkpoint=False)
     status = pilot_status(camp, conn)
     assert status["state"] == "running" and status["complete"] is False
     reached = {v["variant"]: v["reached"] for v in status["variants"]}
     assert reached == {"control": True, "rank16": False, "rank64": False}
     # rank16 checkpoints; rank64 diverges and is stopped before any checkpoint: both count as done
-    conn.execute("INSERT INTO checkpoints(run_id, path, step, t) VALUES ('rank16-22222222', ?, 10, ?)",
-                 (str(camp.runs_dir / "rank16-22222222" / "checkpoints" / "ckpt-000000010.pt"), time.time()))
-    add_run(conn, camp, "rank64", config_hash="33333333", state="stopped", stop_rule="nonfinite",
-            stop_reason="loss = nan", checkpoint=False, hours=0.1)
+    conn.execute(
+        "INSERT INTO checkpoints(run_id, path, step, t) VALUES ('rank16-22222222', ?, 10, ?)",
+        (str(camp.runs_dir / "rank16-22222222" / "checkpoints" / "ckpt-000000010.pt"), time.time()),
+    )
+    add_run(
+        conn,
+        camp,
+        "rank64",
+        config_hash="33333333",
+        state="stopped",
+        stop_rule="nonfinite",
+        stop_reason="loss = nan",
+        checkpoint=False,
+        hours=0.1,
+    )
     status = pilot_status(camp, conn)
     assert status["state"] == "awaiting_decision" and status["complete"] is True
     assert {v["variant"]: v["how"] for v in status["variants"]} == {
-        "control": "checkpoint", "rank16": "checkpoint", "rank64": "ended (stopped)"}
+        "control": "checkpoint",
+        "rank16": "checkpoint",
+        "rank64": "ended (stopped)",
+    }
     pilot_status(camp, conn)
     assert [r["kind"] for r in conn.execute("SELECT kind FROM events")].count("pilot_complete") == 1
 
 
 def test_a_phase_named_pilot_ends_the_pilot(tmp_path):
     camp = make_campaign(tmp_path / "camp")
-    text = camp.path.read_text().replace('name = "setup and data validation"\nhours = 3\nuses = "gpu"',
-                                         'name = "pilot"\nvariants = ["control"]')
+    text = camp.path.read_text().replace(
+        'name = "setup and data validation"\nhours = 3\nuses = "gpu"', 'name = "pilot"\nvariants = ["control"]'
+    )
     camp.path.write_text(text)
-    from runner.campaign import load_campaign
+    from runner.campaign.model import load_campaign
+
     camp = load_campaign(camp.root)
     conn = open_writable(camp)
     add_run(conn, camp, "control", config_hash="11111111", state="running")
-    assert pilot_status(camp, conn)["complete"] is False            # checkpointed, but the phase goes on
+    assert pilot_status(camp, conn)["complete"] is False  # checkpointed, but the phase goes on
     conn.execute("UPDATE runs SET state = 'finished', ended_at = ? WHERE id = 'control-11111111'", (time.time(),))
     status = pilot_status(camp, conn)
     assert status["complete"] is True and status["basis"] == "the phase 'pilot' ended"
@@ -86,7 +108,9 @@ def test_re_estimate_uses_measured_rates_and_checkpoint_costs(camp):
     add_run(conn, camp, "control", config_hash="11111111", hours=12.0, launched_at=now - 13 * 3600)
     # rank16 runs at 0.1 steps/s with 4220 of 4320 steps left: 42200 s of work (12 h in all: 1.2 too)
     add_run(conn, camp, "rank16", config_hash="22222222", state="running", launched_at=now - 1000)
-    conn.execute("INSERT INTO metric_last(run_id, name, step, value) VALUES ('rank16-22222222', 'total_steps', 100, 4320)")
+    conn.execute(
+        "INSERT INTO metric_last(run_id, name, step, value) VALUES ('rank16-22222222', 'total_steps', 100, 4320)"
+    )
     pilot_status(camp, conn, now)
     est = re_estimate(camp, conn, frozen_plan(conn), now=now)
     items = {i["variant"]: i for i in est["items"]}
@@ -99,8 +123,9 @@ def test_re_estimate_uses_measured_rates_and_checkpoint_costs(camp):
     # rank64 waits: 10 h planned x 1.2, plus its checkpoint costs
     assert items["rank64"]["remaining_hours"] == pytest.approx((12 * 3600 + 24 * 0.5 + 0.5 + 2.0) / 3600, abs=1e-3)
     # one GPU: rank16 then rank64, then the 2 h analysis phase
-    assert est["remaining_hours"] == pytest.approx(items["rank16"]["remaining_hours"]
-                                                  + items["rank64"]["remaining_hours"] + 2, abs=1e-3)
+    assert est["remaining_hours"] == pytest.approx(
+        items["rank16"]["remaining_hours"] + items["rank64"]["remaining_hours"] + 2, abs=1e-3
+    )
     assert est["fits"] is True and est["over_hours"] == 0
     assert est["projected_end"] == pytest.approx(now + est["remaining_hours"] * 3600, abs=1)
 
@@ -122,13 +147,15 @@ def test_decision_is_recorded_with_who_what_when(camp):
     add_run(conn, camp, "rank16", config_hash="22222222", state="running")
     add_run(conn, camp, "rank64", config_hash="33333333", state="queued", checkpoint=False)
     before = time.time()
-    result = record_decision(conn, camp, "cut", ["control", "rank16"], "rank64 cannot change the choice", "ana@gpu-host")
+    result = record_decision(
+        conn, camp, "cut", ["control", "rank16"], "rank64 cannot change the choice", "ana@gpu-host"
+    )
     assert result["choice"] == "cut" and result["variants"] == ["control", "rank16"]
     assert result["dropped"] == ["rank64"] and result["cut_runs"] == ["rank64-33333333"]
     row = conn.execute("SELECT * FROM decisions").fetchone()
     assert row["who"] == "ana@gpu-host" and row["choice"] == "cut" and row["t"] >= before
     assert json.loads(row["variants"]) == ["control", "rank16"]
-    assert json.loads(row["estimate"])["items"]                  # the re-estimate it was taken on
+    assert json.loads(row["estimate"])["items"]  # the re-estimate it was taken on
     assert conn.execute("SELECT cut_by_decision FROM runs WHERE id = 'rank64-33333333'").fetchone()[0] == 1
     assert conn.execute("SELECT cut_by_decision FROM runs WHERE id = 'rank16-22222222'").fetchone()[0] == 0
     event = conn.execute("SELECT data FROM events WHERE kind = 'decision'").fetchone()
@@ -154,7 +181,8 @@ def test_bad_decisions_are_refused_without_recording(camp):
 
 
 def test_pilot_status_on_a_read_only_ledger_writes_nothing(camp):
-    from runner import ledger
+    from runner.ledger import store as ledger
+
     conn = open_writable(camp)
     add_run(conn, camp, "control", config_hash="11111111", state="finished")
     add_run(conn, camp, "rank16", config_hash="22222222", state="finished")

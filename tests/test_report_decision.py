@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from helpers_report import add_run, make_campaign, open_writable
-from runner.report import build_report
+
+from runner.closing.report import build_report
 
 
 def _campaign(tmp_path, control_acc, rank16_acc, rank64_acc=None, **control_kw):
@@ -20,9 +21,10 @@ def test_no_variant_beats_the_control_by_min_gain_is_a_negative_result(tmp_path)
     camp, conn = _campaign(tmp_path, 0.700, 0.705)
     data = build_report(camp, conn).to_json()
     assert data["outcome"] == "negative"
-    assert data["conclusion"].startswith("Negative result: no approved variant beats the control 'control' "
-                                         "by the minimum gain of 0.01 in dev_acc")
-    assert "rank16" in data["conclusion"]          # the best one is named with its gain
+    assert data["conclusion"].startswith(
+        "Negative result: no approved variant beats the control 'control' by the minimum gain of 0.01 in dev_acc"
+    )
+    assert "rank16" in data["conclusion"]  # the best one is named with its gain
     [c] = data["comparisons"]
     assert c["variant"] == "rank16" and c["meets"] is False
     assert abs(c["gain"] - 0.005) < 1e-9 and c["control_value"] == 0.7
@@ -43,13 +45,22 @@ def test_a_gain_of_exactly_min_gain_meets(tmp_path):
 
 
 def test_control_not_approved_means_no_conclusion_and_why(tmp_path):
-    camp, conn = _campaign(tmp_path, 0.70, 0.80, state="stopped", stop_rule="nonfinite",
-                           stop_reason="loss = nan at step 60", checkpoint=False)
+    camp, conn = _campaign(
+        tmp_path,
+        0.70,
+        0.80,
+        state="stopped",
+        stop_rule="nonfinite",
+        stop_reason="loss = nan at step 60",
+        checkpoint=False,
+    )
     data = build_report(camp, conn).to_json()
     assert data["outcome"] == "none"
-    assert data["conclusion"] == ("No conclusion: the control 'control' has no approved run (control-11111111 "
-                                  "stopped by rule nonfinite: loss = nan at step 60), so no variant can be "
-                                  "compared with it.")
+    assert data["conclusion"] == (
+        "No conclusion: the control 'control' has no approved run (control-11111111 "
+        "stopped by rule nonfinite: loss = nan at step 60), so no variant can be "
+        "compared with it."
+    )
     assert data["comparisons"] == []
 
 
@@ -57,7 +68,8 @@ def test_lower_is_better_metric(tmp_path):
     camp = make_campaign(tmp_path / "camp")
     text = camp.path.read_text().replace("higher_is_better = true", "higher_is_better = false")
     camp.path.write_text(text)
-    from runner.campaign import load_campaign
+    from runner.campaign.model import load_campaign
+
     camp = load_campaign(camp.root)
     conn = open_writable(camp)
     add_run(conn, camp, "control", config_hash="11111111", dev_acc=0.50)

@@ -15,13 +15,13 @@ import sys
 import tomllib
 
 import pytest
-
 from helpers_runner import kill_processes_under, wait_for
-from runner import ledger
-from runner.campaign import load_campaign
+
+from runner.campaign.model import load_campaign
 from runner.cli import main
-from runner.deliverables import parse_problem, reload_artifacts
+from runner.closing.deliverables import parse_problem, reload_artifacts
 from runner.demo import write_demo
+from runner.ledger import store as ledger
 
 pytestmark = pytest.mark.slow
 
@@ -44,14 +44,23 @@ def test_demo_campaign_to_its_end(tmp_path, capsys):
     campaign = load_campaign(write_demo(folder))
     env = dict(os.environ, CAMPAIGN_SLOTS="2", CUDA_VISIBLE_DEVICES="")
     try:
-        subprocess.run([sys.executable, "-m", "runner", "up", str(folder)], env=env, check=True, timeout=120,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "runner", "up", str(folder)], env=env, check=True, timeout=120, capture_output=True
+        )
         names = {v.name for v in campaign.variants}
-        wait_for(lambda: (s := _states(campaign)) and set(s) == names and set(s.values()) <= TERMINAL,
-                 timeout=600, what="every demo variant to end", interval=2.0)
+        wait_for(
+            lambda: (s := _states(campaign)) and set(s) == names and set(s.values()) <= TERMINAL,
+            timeout=600,
+            what="every demo variant to end",
+            interval=2.0,
+        )
     finally:
-        subprocess.run([sys.executable, "-m", "runner", "down", str(folder), "--abort-runs"], env=env,
-                       timeout=120, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "runner", "down", str(folder), "--abort-runs"],
+            env=env,
+            timeout=120,
+            capture_output=True,
+        )
         kill_processes_under(folder)
 
     assert main(["verify", str(folder), "--json"]) == 0

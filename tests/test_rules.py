@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from runner.errors import CampaignError
-from runner.rules import Judge, rule_from_table
+from runner.campaign.errors import CampaignError
+from runner.supervision.rules import Judge, rule_from_table
 
 T0 = 1_000_000.0
 
@@ -32,7 +32,7 @@ def test_nonfinite_fires_on_nan_with_value_step_and_rule():
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), "nan", "Infinity"])
 def test_nonfinite_accepts_infinities_and_strings(value):
-    j = judge({"kind": "nonfinite"})          # metric defaults to loss
+    j = judge({"kind": "nonfinite"})  # metric defaults to loss
     assert j.feed({"step": 5, "loss": value}) is not None
 
 
@@ -41,8 +41,7 @@ def test_below_waits_for_after_step():
     assert j.feed({"step": 1000, "dev_acc": 0.1}) is None
     assert j.statuses()[0]["state"] == "waiting"
     assert j.feed({"step": 2000, "dev_acc": 0.6}) is None
-    assert j.statuses()[0] == {"kind": "below", "text": "dev_acc < 0.55 after step 2000",
-                               "state": "ok", "value": 0.6}
+    assert j.statuses()[0] == {"kind": "below", "text": "dev_acc < 0.55 after step 2000", "state": "ok", "value": 0.6}
     v = j.feed({"step": 2100, "dev_acc": 0.5})
     assert v.kind == "below" and v.value == 0.5 and v.step == 2100
 
@@ -61,11 +60,11 @@ def test_nan_does_not_break_below_rule():
 
 def test_truncated_uses_running_sums():
     j = judge({"kind": "truncated", "max_fraction": 0.1})
-    assert j.feed({"step": 1, "truncated": 1, "samples": 20}) is None     # 5%
-    assert j.feed({"step": 2, "truncated": 2, "samples": 20}) is None     # 7.5%
-    v = j.feed({"step": 3, "truncated": 3, "samples": 20})                # 10% ... not above
+    assert j.feed({"step": 1, "truncated": 1, "samples": 20}) is None  # 5%
+    assert j.feed({"step": 2, "truncated": 2, "samples": 20}) is None  # 7.5%
+    v = j.feed({"step": 3, "truncated": 3, "samples": 20})  # 10% ... not above
     assert v is None
-    v = j.feed({"step": 4, "truncated": 1, "samples": 0})                 # 7/60
+    v = j.feed({"step": 4, "truncated": 1, "samples": 0})  # 7/60
     assert v is not None and v.kind == "truncated" and v.value == pytest.approx(7 / 60)
 
 
@@ -81,7 +80,7 @@ def test_stalled_fires_on_tick_and_metric_lines_reset_it():
     assert j.tick(T0 + 800) is None
     j.feed({"step": 1, "loss": 1.0}, now=T0 + 800)
     assert j.next_deadline() == T0 + 1700
-    j.feed({"event": "checkpoint", "step": 1}, now=T0 + 1600)   # events are not metrics
+    j.feed({"event": "checkpoint", "step": 1}, now=T0 + 1600)  # events are not metrics
     assert j.tick(T0 + 1650) is None
     v = j.tick(T0 + 1701)
     assert v.kind == "stalled" and v.value == pytest.approx(901)
@@ -112,13 +111,16 @@ def test_verdict_json_has_the_internals_keys():
     assert d["attempt"] == 2
 
 
-@pytest.mark.parametrize("tbl,field", [
-    ({"kind": "sometimes"}, "rule[0].kind"),
-    ({"kind": "below", "metric": "x"}, "rule[0].threshold"),
-    ({"kind": "stalled", "within": "soon"}, "rule[0].within"),
-    ({"kind": "truncated", "max_fraction": 2}, "rule[0].max_fraction"),
-    ({"kind": "nonfinite", "colour": "red"}, "rule[0].colour"),
-])
+@pytest.mark.parametrize(
+    "tbl,field",
+    [
+        ({"kind": "sometimes"}, "rule[0].kind"),
+        ({"kind": "below", "metric": "x"}, "rule[0].threshold"),
+        ({"kind": "stalled", "within": "soon"}, "rule[0].within"),
+        ({"kind": "truncated", "max_fraction": 2}, "rule[0].max_fraction"),
+        ({"kind": "nonfinite", "colour": "red"}, "rule[0].colour"),
+    ],
+)
 def test_bad_rule_tables_name_the_field(tbl, field):
     with pytest.raises(CampaignError) as e:
         rule_from_table(tbl, source="runs/x/run.toml")

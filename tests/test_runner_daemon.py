@@ -18,11 +18,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runner import client, control
-from runner import ledger as L
-from runner.campaign import load_campaign
+from runner.campaign.model import load_campaign
+from runner.campaign.statedir import paths_for
 from runner.cli import main as cli_main
-from runner.statedir import paths_for
+from runner.daemon import client, control
+from runner.ledger import store as L
 from tests.helpers_runner import kill_processes_under, run_of, wait_for, write_campaign
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_up_is_idempotent_and_down_stops_it(camp, capsys):
     assert info["pid"] == first.pid and control.is_our_runner(info, paths)
 
     # a second runner for the same folder gives way to the one holding the lock
-    second = subprocess.run([sys.executable, "-m", "runner.daemon", str(c.path)], timeout=60)
+    second = subprocess.run([sys.executable, "-m", "runner.daemon.server", str(c.path)], timeout=60)
     assert second.returncode == 0
     assert client.ping(c)["pid"] == first.pid
     assert "not starting a second one" in paths.log.read_text()
@@ -66,7 +66,7 @@ def test_up_is_idempotent_and_down_stops_it(camp, capsys):
     assert psutil.pid_exists(first.pid) is False or psutil.Process(first.pid).status() == psutil.STATUS_ZOMBIE
     assert cli_main(["down", str(camp)]) == 0
     assert "not running" in capsys.readouterr().out
-    assert cli_main(["status", str(camp), "--json"]) == 0      # read from the ledger, runner down
+    assert cli_main(["status", str(camp), "--json"]) == 0  # read from the ledger, runner down
     offline = json.loads(capsys.readouterr().out)
     assert offline["runner"] is None and "not running" in offline["runner_error"]
     assert offline["bundle"]["warning"] == "ok" and offline["runs"] == []
@@ -102,7 +102,7 @@ def test_socket_answers_bad_requests_without_dying(camp, capsys):
     assert r["ok"] is False and r["code"] == "bad_input" and "not declared" in r["error"]
     r = send(b'{"id": 4, "op": "start", "variant": "a; rm -rf /"}')
     assert r["ok"] is False and r["code"] == "bad_input"
-    r = send(b'{"id": 5, "op": "ping"}')          # the same connection still works
+    r = send(b'{"id": 5, "op": "ping"}')  # the same connection still works
     assert r["ok"] and r["result"]["pong"] and r["id"] == 5
     s.close()
 
@@ -112,8 +112,9 @@ def test_socket_answers_bad_requests_without_dying(camp, capsys):
 
 
 def test_start_abort_resume_and_no_double_count(camp, capsys):
-    write_campaign(camp, [{"name": "long", "n": 2000, "delay": 0.02}, {"name": "short", "n": 3, "delay": 0.01}],
-                   phase=[])
+    write_campaign(
+        camp, [{"name": "long", "n": 2000, "delay": 0.02}, {"name": "short", "n": 3, "delay": 0.01}], phase=[]
+    )
     c = load_campaign(camp)
     control.up(c)
     assert cli_main(["start", str(camp), "long"]) == 0
@@ -123,8 +124,9 @@ def test_start_abort_resume_and_no_double_count(camp, capsys):
     wait_for(lambda: ((run_of(status(c), "long") or {}).get("step") or 0) >= 3, what="long to report steps")
 
     assert cli_main(["abort", str(camp), rid, "--reason", "testing abort"]) == 0
-    run = wait_for(lambda: (lambda r: r if r["ended_at"] else None)(run_of(status(c), "long")),
-                   what="the aborted run to end")
+    run = wait_for(
+        lambda: (lambda r: r if r["ended_at"] else None)(run_of(status(c), "long")), what="the aborted run to end"
+    )
     assert run["state"] == "aborted" and run["stop_reason"] == "testing abort"
     run_dir = Path(run["run_dir"])
     assert json.loads((run_dir / "abort.json").read_text())["reason"] == "testing abort"
@@ -135,8 +137,10 @@ def test_start_abort_resume_and_no_double_count(camp, capsys):
     assert "campaign resume" in capsys.readouterr().err
     res = client.request(c, "resume", run=rid)
     assert res["run"] == rid and res["state"] in ("queued", "running")
-    wait_for(lambda: (run_of(status(c), "long") or {}).get("metrics", {}).get("attempt") == 2,
-             what="the resumed attempt's metrics")
+    wait_for(
+        lambda: (run_of(status(c), "long") or {}).get("metrics", {}).get("attempt") == 2,
+        what="the resumed attempt's metrics",
+    )
     snap_run = run_of(status(c), "long")
     assert snap_run["attempts"] == 2 and snap_run["state"] == "running"
     assert client.request(c, "abort", run=rid, reason="done")["state"] == "aborted"
@@ -163,8 +167,7 @@ def test_start_abort_resume_and_no_double_count(camp, capsys):
 
 def test_run_that_cannot_finish_before_retrieval_is_refused(camp, capsys):
     # the window closes in 2.5 h; retrieval takes 2 h: half an hour is left for a 1 h run
-    write_campaign(camp, [{"name": "a", "n": 5, "hours": 1}], phase=[],
-                   started_at=time.time() - 3 * 86400 + 2.5 * 3600)
+    write_campaign(camp, [{"name": "a", "n": 5, "hours": 1}], phase=[], started_at=time.time() - 3 * 86400 + 2.5 * 3600)
     c = load_campaign(camp)
     control.up(c)
     assert cli_main(["start", str(camp), "a"]) == 1
@@ -183,8 +186,9 @@ def test_run_that_cannot_finish_before_retrieval_is_refused(camp, capsys):
 
 def test_sigkill_runner_then_up_readopts_live_runs(camp):
     n = 800
-    write_campaign(camp, [{"name": "a", "n": n, "delay": 0.03}, {"name": "b", "n": n, "delay": 0.03,
-                                                                  "category": "useful"}])
+    write_campaign(
+        camp, [{"name": "a", "n": n, "delay": 0.03}, {"name": "b", "n": n, "delay": 0.03, "category": "useful"}]
+    )
     c = load_campaign(camp)
     first = control.up(c)
     both = lambda: all(((run_of(status(c), v) or {}).get("step") or 0) >= 10 for v in ("a", "b"))  # noqa: E731
@@ -192,12 +196,15 @@ def test_sigkill_runner_then_up_readopts_live_runs(camp):
     before = status(c)
     sup_pids = {r["variant"]: r["pid"] for r in before["runs"]}
     os.kill(first.pid, signal.SIGKILL)
-    wait_for(lambda: not psutil.pid_exists(first.pid) or psutil.Process(first.pid).status() == "zombie",
-             what="the runner to die")
+    wait_for(
+        lambda: not psutil.pid_exists(first.pid) or psutil.Process(first.pid).status() == "zombie",
+        what="the runner to die",
+    )
     assert not control.is_running(c)
     # the runs go on without it
     grown = lambda: all(  # noqa: E731
-        sum(1 for _ in open(Path(r["run_dir"]) / "metrics.jsonl")) > (r["step"] or 0) + 20 for r in before["runs"])
+        sum(1 for _ in open(Path(r["run_dir"]) / "metrics.jsonl")) > (r["step"] or 0) + 20 for r in before["runs"]
+    )
     wait_for(grown, what="the runs to keep writing while the runner is down")
     assert all(psutil.pid_exists(p) for p in sup_pids.values() if p)
 
@@ -205,8 +212,7 @@ def test_sigkill_runner_then_up_readopts_live_runs(camp):
     assert second.started and second.pid != first.pid
     snap = status(c)
     assert {r["state"] for r in snap["runs"]} == {"running"}
-    wait_for(lambda: all(r["state"] == "finished" for r in status(c)["runs"]), timeout=120,
-             what="both runs to finish")
+    wait_for(lambda: all(r["state"] == "finished" for r in status(c)["runs"]), timeout=120, what="both runs to finish")
     snap = status(c)
     conn = ledger_ro(c)
     prog = L.progress(conn)
@@ -223,25 +229,32 @@ def test_sighup_to_the_launching_session_does_not_stop_the_runner(camp):
     c = load_campaign(camp)
     # a stand-in for the SSH session: a shell in its own session that starts the runner, then
     # hangs up its whole process group the way a closing terminal does
-    sh = subprocess.run(["bash", "-c", f'"{sys.executable}" -m runner up "{camp}" && kill -HUP 0'],
-                        start_new_session=True, timeout=90, cwd=str(camp))
+    sh = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m runner up "{camp}" && kill -HUP 0'],
+        start_new_session=True,
+        timeout=90,
+        cwd=str(camp),
+    )
     assert sh.returncode in (0, -signal.SIGHUP, 128 + signal.SIGHUP)
     pong = wait_for(lambda: client.ping(c), what="the runner to answer")
     runner = psutil.Process(pong["pid"])
     assert os.getsid(runner.pid) != os.getsid(0)
     assert runner.terminal() is None
-    os.kill(runner.pid, signal.SIGHUP)          # and a hang-up sent to it directly is ignored
+    os.kill(runner.pid, signal.SIGHUP)  # and a hang-up sent to it directly is ignored
     time.sleep(0.5)
     assert client.ping(c)["pid"] == pong["pid"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"),
-                    reason="needs root and useradd to make a second user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"),
+    reason="needs root and useradd to make a second user",
+)
 def test_connection_from_another_user_is_refused(monkeypatch):
     user = "campaigntest"
     if subprocess.run(["id", user], capture_output=True).returncode != 0:
-        r = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], capture_output=True, text=True
+        )
         if r.returncode != 0:
             pytest.skip(f"useradd failed: {r.stderr}")
     monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
@@ -258,17 +271,23 @@ def test_connection_from_another_user_is_refused(monkeypatch):
         os.chmod(paths.dir, 0o755)
         os.chmod(paths.socket, 0o777)
         # the runner may answer and hang up before the request is sent: a broken pipe is fine
-        code = ("import socket,sys;s=socket.socket(socket.AF_UNIX);s.settimeout(20);s.connect(sys.argv[1])\n"
-                "try: s.sendall(b'{\"id\":1,\"op\":\"status\"}\\n')\n"
-                "except BrokenPipeError: pass\n"
-                "print(s.makefile().readline())")
-        out = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", "-I", "-c", code, str(paths.socket)],
-                             capture_output=True, text=True, timeout=60)
+        code = (
+            "import socket,sys;s=socket.socket(socket.AF_UNIX);s.settimeout(20);s.connect(sys.argv[1])\n"
+            'try: s.sendall(b\'{"id":1,"op":"status"}\\n\')\n'
+            "except BrokenPipeError: pass\n"
+            "print(s.makefile().readline())"
+        )
+        out = subprocess.run(
+            ["runuser", "-u", user, "--", "/usr/bin/python3", "-I", "-c", code, str(paths.socket)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         reply = json.loads(out.stdout)
         assert reply["ok"] is False and "refused" in reply["error"]
         assert "refused a connection from uid" in paths.log.read_text()
-        assert client.ping(c) is not None          # the owner still gets in
+        assert client.ping(c) is not None  # the owner still gets in
         os.chmod(paths.dir, 0o700)
         control.down(c)
     finally:
@@ -309,8 +328,10 @@ def test_rule_stop_is_recorded_with_rule_value_and_step(camp):
     c = load_campaign(camp)
     control.up(c)
     rid = client.request(c, "start", variant="a")["run"]
-    run = wait_for(lambda: (lambda r: r if r and r["state"] == "stopped" else None)(run_of(status(c), "a")),
-                   what="the run to be stopped by its rule")
+    run = wait_for(
+        lambda: (lambda r: r if r and r["state"] == "stopped" else None)(run_of(status(c), "a")),
+        what="the run to be stopped by its rule",
+    )
     assert run["id"] == rid and run["stop_rule"] == "nonfinite" and run["stop_value"] == "nan"
     assert run["loss"] == "nan" and run["ended_at"]
     assert [r for r in run["rules"] if r["kind"] == "nonfinite"][0]["state"] == "fired"
@@ -322,7 +343,7 @@ def test_rule_stop_is_recorded_with_rule_value_and_step(camp):
     assert verdicts and verdicts[0]["rule"] == "nonfinite" and verdicts[0]["step"] == 30
 
 
-PRINTER = r'''
+PRINTER = r"""
 import signal, sys, time
 asked = 0
 def on_usr1(signum, frame):
@@ -332,13 +353,12 @@ signal.signal(signal.SIGUSR1, on_usr1)
 for i in range(int(sys.argv[1])):
     print(f"iter {i}: loss {2.0 / (i + 1):.4f} ck {asked}", flush=True)
     time.sleep(0.02)
-'''
+"""
 
 
 def test_unmodified_script_checkpoint_signal_detail_and_decision(camp):
     regex = r"iter (?P<step>\d+): loss (?P<loss>\S+) ck (?P<ck>\d)"
-    write_campaign(camp, [{"name": "plain", "n": 3000,
-                           "extra": f"metrics_regex = '{regex}'\n"}], phase=[])
+    write_campaign(camp, [{"name": "plain", "n": 3000, "extra": f"metrics_regex = '{regex}'\n"}], phase=[])
     (camp / "printer.py").write_text(PRINTER)
     text = (camp / "campaign.toml").read_text().replace('"steps.py"', '"printer.py"')
     (camp / "campaign.toml").write_text(text.replace('"printer.py", "3000", "0.05"', '"printer.py", "3000"'))
@@ -366,7 +386,7 @@ def test_down_falls_back_to_sigterm_when_the_socket_is_gone(camp):
     write_campaign(camp, [{"name": "a", "n": 5}], phase=[])
     c = load_campaign(camp)
     pid = control.up(c).pid
-    paths_for(c).socket.unlink()                      # the socket is gone; the runner is not
+    paths_for(c).socket.unlink()  # the socket is gone; the runner is not
     res = control.down(c, timeout=60)
     assert res.was_running and res.pid == pid and "SIGTERM" in res.message
     assert not control.lock_is_held(paths_for(c))
@@ -379,13 +399,15 @@ def test_a_command_that_cannot_start_fails_with_its_reason_and_frees_the_slot(ca
     write_campaign(camp, [{"name": "broken", "n": 5}, {"name": "ok", "n": 3}], phase=[])
     text = (camp / "campaign.toml").read_text()
     first_cmd = text.index("command = [")
-    text = text[:first_cmd] + 'command = ["./no-such-program"]\n' + text[text.index("\n", first_cmd) + 1:]
+    text = text[:first_cmd] + 'command = ["./no-such-program"]\n' + text[text.index("\n", first_cmd) + 1 :]
     (camp / "campaign.toml").write_text(text)
     c = load_campaign(camp)
     control.up(c)
     client.request(c, "start", variant="broken")
-    run = wait_for(lambda: (lambda r: r if r and r["state"] == "failed" else None)(run_of(status(c), "broken")),
-                   what="the broken run to fail")
+    run = wait_for(
+        lambda: (lambda r: r if r and r["state"] == "failed" else None)(run_of(status(c), "broken")),
+        what="the broken run to fail",
+    )
     assert "no-such-program" in run["stop_reason"]
     client.request(c, "start", variant="ok")
     wait_for(lambda: (run_of(status(c), "ok") or {}).get("state") == "finished", what="the next run to use the slot")
@@ -402,12 +424,18 @@ def test_a_lost_supervisor_does_not_leave_its_run_unjudged(camp):
     sup = json.loads((Path(run["run_dir"]) / "supervisor.json").read_text())
     child = psutil.Process(sup["child_pid"])
     os.kill(sup["pid"], signal.SIGKILL)
-    ended = wait_for(lambda: (r := run_of(status(c), "a")) and r["state"] != "running" and r, timeout=60,
-                     what="the runner to notice the lost supervisor")
+    ended = wait_for(
+        lambda: (r := run_of(status(c), "a")) and r["state"] != "running" and r,
+        timeout=60,
+        what="the runner to notice the lost supervisor",
+    )
     assert ended["state"] == "failed"
     assert "supervisor lost" in ended["stop_reason"] and "stopped" in ended["stop_reason"]
-    wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=30,
-             what="the orphaned training process to be stopped")
+    wait_for(
+        lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE,
+        timeout=30,
+        what="the orphaned training process to be stopped",
+    )
 
 
 def test_resume_after_a_lost_supervisor_starts_from_the_orphans_last_save(camp):
@@ -416,27 +444,38 @@ def test_resume_after_a_lost_supervisor_starts_from_the_orphans_last_save(camp):
     older verified checkpoint."""
     loop = Path(__file__).with_name("training_resume_loop.py")
     write_campaign(camp, [{"name": "a"}], phase=[])
-    text = (camp / "campaign.toml").read_text().replace(
-        '"steps.py", "20", "0.05"]',
-        f'"{loop}", "--steps", "100000", "--step-sleep", "0.01", "--every", "2"]')
+    text = (
+        (camp / "campaign.toml")
+        .read_text()
+        .replace('"steps.py", "20", "0.05"]', f'"{loop}", "--steps", "100000", "--step-sleep", "0.01", "--every", "2"]')
+    )
     (camp / "campaign.toml").write_text(text)
     c = load_campaign(camp)
     control.up(c)
     rid = client.request(c, "start", variant="a")["run"]
-    run = wait_for(lambda: (r := run_of(status(c), "a")) and r["checkpoint_verified"] and r, timeout=120,
-                   what="a verified checkpoint")
+    run = wait_for(
+        lambda: (r := run_of(status(c), "a")) and r["checkpoint_verified"] and r,
+        timeout=120,
+        what="a verified checkpoint",
+    )
     sup = json.loads((Path(run["run_dir"]) / "supervisor.json").read_text())
     child = psutil.Process(sup["child_pid"])
     os.kill(sup["pid"], signal.SIGKILL)
     wait_for(lambda: run_of(status(c), "a")["state"] == "failed", timeout=60, what="the lost supervisor noticed")
-    wait_for(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout=60,
-             what="the orphan to save and exit")
+    wait_for(
+        lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE,
+        timeout=60,
+        what="the orphan to save and exit",
+    )
     ckpts = sorted((Path(run["run_dir"]) / "checkpoints").glob("ckpt-*.pt"))
     newest = ckpts[-1]
-    assert not newest.with_name(newest.stem + ".verify.json").exists()      # nobody judged it
+    assert not newest.with_name(newest.stem + ".verify.json").exists()  # nobody judged it
     client.request(c, "resume", run=rid)
-    launch = wait_for(lambda: (j := json.loads((Path(run["run_dir"]) / "launch.json").read_text()))
-                      and j["attempt"] == 2 and j, timeout=120, what="the second attempt")
+    launch = wait_for(
+        lambda: (j := json.loads((Path(run["run_dir"]) / "launch.json").read_text())) and j["attempt"] == 2 and j,
+        timeout=120,
+        what="the second attempt",
+    )
     assert launch["resume_from"] == str(newest)
     assert json.loads(newest.with_name(newest.stem + ".verify.json").read_text())["verified"] is True
     client.request(c, "abort", run=rid, reason="done")

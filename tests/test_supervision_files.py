@@ -11,7 +11,7 @@ import pytest
 from tests.helpers_supervision import METRIC_WRITER, RunFolder
 
 PY = sys.executable
-HAVE_GRADER = importlib.util.find_spec("runner.checkpoint_grade") is not None
+HAVE_GRADER = importlib.util.find_spec("runner.grading.checkpoint_grade") is not None
 
 
 @pytest.fixture
@@ -22,14 +22,17 @@ def run(tmp_path):
 
 
 def test_garbage_and_partial_lines_are_counted_not_fatal(run):
-    run.script("messy.py", """
+    run.script(
+        "messy.py",
+        """
 import json, os, time
 p = os.path.join(os.environ["CAMPAIGN_RUN_DIR"], "metrics.jsonl")
 with open(p, "ab") as f:
     f.write(b'{"step": 1, "loss": 1.5}\\nthis is not json\\n[1, 2]\\n{"step": 2, "lo')
     f.flush(); time.sleep(0.3)
     f.write(b'ss": 1.25}\\n\\xff\\xfe\\x00\\n{"step": 3, "loss": 1.0}\\n{"step": 4, "loss"')  # cut for ever
-""")
+""",
+    )
     run.write([PY, "messy.py"], [{"kind": "nonfinite"}])
     run.run()
     ex = run.json("exit.json")
@@ -39,20 +42,24 @@ with open(p, "ab") as f:
 
 
 def test_the_run_gets_its_environment_and_the_campaign_folder_as_cwd(run):
-    run.script("env.py", """
+    run.script(
+        "env.py",
+        """
 import json, os
 keys = ["CAMPAIGN_RUN_ID", "CAMPAIGN_RUN_DIR", "CAMPAIGN_DIR", "CAMPAIGN_ATTEMPT", "CAMPAIGN_CHECKPOINT_EVERY",
         "CAMPAIGN_RESUME_FROM", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED", "MY_VAR", "FROZEN"]
 json.dump({"cwd": os.getcwd(), "pgid": os.getpgid(0), "pid": os.getpid(), "sid": os.getsid(0),
            "env": {k: os.environ.get(k) for k in keys}}, open("env.json", "w"))
 print("hello from stdout"); import sys; print("hello from stderr", file=sys.stderr)
-""")
-    run.write([PY, "env.py"], [], variant_extra={"checkpoint_every": "30m", "env": {"MY_VAR": "x"}},
-              env={"FROZEN": "y"})
+""",
+    )
+    run.write(
+        [PY, "env.py"], [], variant_extra={"checkpoint_every": "30m", "env": {"MY_VAR": "x"}}, env={"FROZEN": "y"}
+    )
     run.run()
     got = json.loads((run.campaign / "env.json").read_text())
     assert got["cwd"] == str(run.campaign)
-    assert got["pgid"] == got["pid"] == got["sid"]            # its own session and group
+    assert got["pgid"] == got["pid"] == got["sid"]  # its own session and group
     env = got["env"]
     assert env["CAMPAIGN_RUN_ID"] == run.run_id and env["CAMPAIGN_RUN_DIR"] == str(run.dir)
     assert env["CAMPAIGN_DIR"] == str(run.campaign) and env["CAMPAIGN_ATTEMPT"] == "1"
@@ -65,14 +72,22 @@ print("hello from stdout"); import sys; print("hello from stderr", file=sys.stde
 
 def test_a_resumed_attempt_judges_only_its_own_lines(run):
     (run.dir / "metrics.jsonl").write_text('{"step": 9, "loss": NaN}\n{"step": 10, "loss"')
-    run.script("resume.py", METRIC_WRITER + """
+    run.script(
+        "resume.py",
+        METRIC_WRITER
+        + """
 import os
 assert os.environ["CAMPAIGN_ATTEMPT"] == "2"
 assert os.environ["CAMPAIGN_RESUME_FROM"].endswith("ckpt-000000008.pt")
 emit(step=11, loss=0.5)
-""")
-    run.write([PY, "resume.py"], [{"kind": "nonfinite"}, {"kind": "no_resume_point", "within": "1s"}],
-              attempt=2, resume_from=str(run.dir / "checkpoints" / "ckpt-000000008.pt"))
+""",
+    )
+    run.write(
+        [PY, "resume.py"],
+        [{"kind": "nonfinite"}, {"kind": "no_resume_point", "within": "1s"}],
+        attempt=2,
+        resume_from=str(run.dir / "checkpoints" / "ckpt-000000008.pt"),
+    )
     run.run()
     ex = run.json("exit.json")
     assert ex["attempt"] == 2 and ex["returncode"] == 0, run.log()
@@ -80,10 +95,12 @@ emit(step=11, loss=0.5)
 
 
 def test_harness_checkpoint_is_verified_in_a_fresh_process(run):
-    run.script("ckpt.py", """
+    run.script(
+        "ckpt.py",
+        """
 import torch
-from runner import metrics
-from runner.checkpoint import Checkpointer
+from campaign_train import metrics
+from campaign_train.checkpoint import Checkpointer
 model = torch.nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 ck = Checkpointer(model, opt, every_s=3600)
@@ -91,7 +108,8 @@ metrics.report(3, loss=0.7)
 ck.save(3)
 ck.wait()
 import time; time.sleep(0.5)
-""")
+""",
+    )
     run.write([PY, "ckpt.py"], [{"kind": "nonfinite"}])
     run.run(timeout=180)
     rec = json.loads((run.dir / "checkpoints" / "ckpt-000000003.verify.json").read_text())
@@ -105,18 +123,21 @@ import time; time.sleep(0.5)
 
 
 def test_checkpoint_glob_for_scripts_that_save_on_their_own(run):
-    run.script("saver.py", """
+    run.script(
+        "saver.py",
+        """
 import os, time
 os.makedirs("out", exist_ok=True)
 with open("out/tmp.bin", "wb") as f:
     f.write(os.urandom(4096))
 os.replace("out/tmp.bin", "out/model-000042.pt")
 time.sleep(3)
-""")
+""",
+    )
     run.write([PY, "saver.py"], [], variant_extra={"checkpoint_glob": "out/*.pt"})
     run.run(timeout=120)
     rec = json.loads((run.campaign / "out" / "model-000042.verify.json").read_text())
-    assert rec["step"] == 42 and rec["verified"] is False and rec["problems"]   # random bytes
+    assert rec["step"] == 42 and rec["verified"] is False and rec["problems"]  # random bytes
 
 
 def test_a_command_that_cannot_start_still_ends_with_exit_json(run):

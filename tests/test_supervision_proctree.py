@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runner import proctree
+from runner.supervision import proctree
 from tests.helpers_supervision import all_gone
 
 SLEEPER = "import time\nwhile True: time.sleep(0.1)"
@@ -33,7 +33,7 @@ def test_identity_needs_pid_and_create_time(procs):
     ident = proctree.identity_of(p.pid)
     assert ident.pid == p.pid and ident.create_time > 0
     assert proctree.is_alive(*ident)
-    assert not proctree.is_alive(p.pid, ident.create_time - 5.0)   # same pid, another process
+    assert not proctree.is_alive(p.pid, ident.create_time - 5.0)  # same pid, another process
     assert proctree.process_of(p.pid, ident.create_time + 5.0) is None
     assert proctree.process_of(*ident).pid == p.pid
     p.kill()
@@ -49,7 +49,7 @@ def test_a_zombie_is_not_alive(procs):
     ident = proctree.identity_of(p.pid)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and ident and proctree.is_alive(*ident):
-        time.sleep(0.02)                         # exited, not reaped yet: a zombie
+        time.sleep(0.02)  # exited, not reaped yet: a zombie
     assert ident is None or not proctree.is_alive(*ident)
     p.wait()
 
@@ -62,7 +62,8 @@ def test_stop_tree_terms_then_kills_a_group_and_a_runaway(procs):
         "os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
         "print(os.getpid(), flush=True)\\nwhile True: time.sleep(0.1)'], stdout=subprocess.PIPE, text=True)\n"
         "print(c.stdout.readline().strip(), flush=True)\n"
-        "while True: time.sleep(0.1)\n")
+        "while True: time.sleep(0.1)\n"
+    )
     leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True)
     procs.append(leader)
     runaway = int(leader.stdout.readline())
@@ -80,6 +81,11 @@ def test_stop_tree_without_stubborn_processes_needs_no_kill(procs):
 
 
 def test_subreaper_can_be_set_in_a_child_process():
-    out = subprocess.run([sys.executable, "-c", "from runner import proctree; print(proctree.set_child_subreaper())"],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", "from runner import proctree; print(proctree.set_child_subreaper())"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+        timeout=60,
+    )
     assert out.stdout.strip() == ("True" if sys.platform.startswith("linux") else "False")

@@ -20,12 +20,16 @@ def run(tmp_path):
 
 
 def test_nonfinite_loss_stops_the_run_with_rule_and_value(run):
-    run.script("train.py", METRIC_WRITER + """
+    run.script(
+        "train.py",
+        METRIC_WRITER
+        + """
 import time
 for i in range(200):
     emit(step=i, loss=float("nan") if i == 5 else 1.0 / (i + 1))
     time.sleep(0.02)
-""")
+""",
+    )
     run.write([PY, "train.py"], [{"kind": "nonfinite", "metric": "loss"}])
     assert run.run() == 0
     verdict = run.json("verdict.json")
@@ -41,13 +45,17 @@ for i in range(200):
 
 
 def test_run_ignoring_sigterm_is_killed_after_the_grace(run):
-    run.script("stubborn.py", METRIC_WRITER + """
+    run.script(
+        "stubborn.py",
+        METRIC_WRITER
+        + """
 import signal, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 emit(step=1, loss=float("inf"))
 while True:
     time.sleep(0.1)
-""")
+""",
+    )
     run.write([PY, "stubborn.py"], [{"kind": "nonfinite"}], grace=1.0)
     assert run.run() == 0
     ex = run.json("exit.json")
@@ -57,11 +65,15 @@ while True:
 
 
 def test_a_finished_run_records_its_exit_code(run):
-    run.script("ok.py", METRIC_WRITER + """
+    run.script(
+        "ok.py",
+        METRIC_WRITER
+        + """
 for i in range(5):
     emit(step=i, loss=1.0)
 raise SystemExit(3)
-""")
+""",
+    )
     run.write([PY, "ok.py"], [{"kind": "nonfinite"}])
     run.run()
     ex = run.json("exit.json")
@@ -71,11 +83,15 @@ raise SystemExit(3)
 
 
 def test_stalled_run_is_stopped(run):
-    run.script("stall.py", METRIC_WRITER + """
+    run.script(
+        "stall.py",
+        METRIC_WRITER
+        + """
 import time
 emit(step=1, loss=2.0)
 time.sleep(120)
-""")
+""",
+    )
     run.write([PY, "stall.py"], [{"kind": "stalled", "within": "2s"}])
     assert run.run() == 0
     v = run.json("verdict.json")
@@ -84,12 +100,16 @@ time.sleep(120)
 
 
 def test_no_resume_point_run_is_stopped(run):
-    run.script("nockpt.py", METRIC_WRITER + """
+    run.script(
+        "nockpt.py",
+        METRIC_WRITER
+        + """
 import time
 for i in range(600):
     emit(step=i, loss=1.0)
     time.sleep(0.05)
-""")
+""",
+    )
     run.write([PY, "nockpt.py"], [{"kind": "no_resume_point", "within": "2s"}])
     assert run.run() == 0
     v = run.json("verdict.json")
@@ -98,13 +118,17 @@ for i in range(600):
 
 
 def test_below_threshold_after_step(run):
-    run.script("weak.py", METRIC_WRITER + """
+    run.script(
+        "weak.py",
+        METRIC_WRITER
+        + """
 import time
 for i in range(0, 5000, 100):
     emit(step=i, dev_acc=0.3)
     time.sleep(0.01)
 time.sleep(60)
-""")
+""",
+    )
     run.write([PY, "weak.py"], [{"kind": "below", "metric": "dev_acc", "threshold": 0.55, "after_step": 2000}])
     run.run()
     v = run.json("verdict.json")
@@ -112,16 +136,22 @@ time.sleep(60)
 
 
 def test_unmodified_script_followed_through_metrics_regex(run):
-    run.script("legacy.py", """
+    run.script(
+        "legacy.py",
+        """
 import sys, time
 print("loading the corpus...")
 for i in range(100, 100000, 10):
     loss = "nan" if i == 150 else f"{2.31 - i / 1e4:.2f}"
     print(f"iter {i}: loss {loss}")
     time.sleep(0.01)
-""")
-    run.write([PY, "legacy.py"], [{"kind": "nonfinite", "metric": "loss"}],
-              variant_extra={"metrics_regex": r"iter (?P<step>\d+): loss (?P<loss>\S+)"})
+""",
+    )
+    run.write(
+        [PY, "legacy.py"],
+        [{"kind": "nonfinite", "metric": "loss"}],
+        variant_extra={"metrics_regex": r"iter (?P<step>\d+): loss (?P<loss>\S+)"},
+    )
     assert run.run() == 0
     v = run.json("verdict.json")
     assert v["kind"] == "nonfinite" and v["step"] == 150 and math.isnan(v["value"])
@@ -132,16 +162,21 @@ for i in range(100, 100000, 10):
 
 @pytest.mark.parametrize("abort", [True, False])
 def test_sigterm_to_the_supervisor_stops_the_run(run, abort):
-    run.script("long.py", METRIC_WRITER + """
+    run.script(
+        "long.py",
+        METRIC_WRITER
+        + """
 import time
 for i in range(100000):
     emit(step=i, loss=1.0)
     time.sleep(0.05)
-""")
+""",
+    )
     run.write([PY, "long.py"], [{"kind": "nonfinite"}])
     run.start()
-    run.wait_for(lambda: (run.dir / "supervisor.json").exists() and (run.dir / "metrics.jsonl").exists(),
-                 what="the run to start")
+    run.wait_for(
+        lambda: (run.dir / "supervisor.json").exists() and (run.dir / "metrics.jsonl").exists(), what="the run to start"
+    )
     child = run.json("supervisor.json")["child_pid"]
     if abort:
         (run.dir / "abort.json").write_text('{"reason": "wrong corpus", "at": 0, "by": "test"}')
@@ -154,7 +189,10 @@ for i in range(100000):
 
 
 def test_sigusr1_is_forwarded_to_the_training_process(run):
-    run.script("usr1.py", METRIC_WRITER + """
+    run.script(
+        "usr1.py",
+        METRIC_WRITER
+        + """
 import os, signal, time
 def on_usr1(s, f):
     open("usr1.seen", "w").write("yes")
@@ -164,12 +202,15 @@ for _ in range(1200):
     time.sleep(0.05)
     if os.path.exists("usr1.seen"):
         break
-""")
+""",
+    )
     run.write([PY, "usr1.py"], [])
     run.start()
     # the first line is written after the handler is installed
-    run.wait_for(lambda: (run.dir / "metrics.jsonl").exists() and (run.dir / "metrics.jsonl").stat().st_size > 0,
-                 what="the run to install its handler")
+    run.wait_for(
+        lambda: (run.dir / "metrics.jsonl").exists() and (run.dir / "metrics.jsonl").stat().st_size > 0,
+        what="the run to install its handler",
+    )
     os.kill(run.proc.pid, signal.SIGUSR1)
     assert run.wait() == 0
     assert (run.campaign / "usr1.seen").read_text() == "yes"

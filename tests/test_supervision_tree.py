@@ -12,7 +12,9 @@ PY = sys.executable
 
 # The training process starts a child in its group, a grandchild, and a daemon that calls setsid
 # after a double fork (reparented away from the training process); it records their pids.
-TREE = METRIC_WRITER + """
+TREE = (
+    METRIC_WRITER
+    + """
 import json, os, subprocess, sys, time
 kids = []
 child = subprocess.Popen([sys.executable, "-c",
@@ -38,6 +40,7 @@ with open("tree.json", "w") as f:
     json.dump(kids + [os.getpid()], f)
 MODE
 """
+)
 
 STOP_BY_RULE = """
 emit(step=1, loss=float("nan"))
@@ -55,9 +58,11 @@ def run(tmp_path):
     yield r
     r.cleanup()
     pids = json.loads((r.campaign / "tree.json").read_text()) if (r.campaign / "tree.json").exists() else []
-    for pid in pids:                      # never leave a stray process behind, even on failure
+    for pid in pids:  # never leave a stray process behind, even on failure
         try:
-            import os, signal
+            import os
+            import signal
+
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
@@ -73,7 +78,7 @@ def test_no_process_left_behind(run, mode):
     assert all_gone(pids, timeout=5), run.log()
     ex = run.json("exit.json")
     if mode == "rule":
-        assert ex["killed_by"] == "rule" and ex["kill_at"] is not None   # the daemon ignored TERM
+        assert ex["killed_by"] == "rule" and ex["kill_at"] is not None  # the daemon ignored TERM
     else:
         assert ex["returncode"] == 0 and ex["killed_by"] is None
         assert "outlived it" in run.log()

@@ -7,9 +7,7 @@ import signal
 
 import pytest
 import torch
-
-from helpers_training import (checkpoint_event, kill_hard, read_lines, run_loop, start_loop,  # noqa: F401
-                              training_run_dir, wait_for)
+from helpers_training import checkpoint_event, kill_hard, read_lines, run_loop, start_loop, training_run_dir, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +37,15 @@ def _assert_bitwise_equal(a, b, where="state"):
 
 @pytest.mark.parametrize("mode", ["plain", "sched", "loader"])
 def test_resume_after_sigkill_is_bitwise_equal(tmp_path, mode):
-    extra = ("--inline",) if mode == "sched" else ()     # one case serialises in the loop
+    extra = ("--inline",) if mode == "sched" else ()  # one case serialises in the loop
     straight_dir, broken_dir = tmp_path / "straight", tmp_path / "broken"
     r = run_loop(straight_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "a.pt"), *extra)
     assert r.returncode == 0, r.stderr
 
-    half = N // 2 + 1          # with 50 samples and batches of 8, step 13 is mid-epoch
-    proc = start_loop(broken_dir, "--steps", str(N), "--mode", mode, "--checkpoint-at", str(half),
-                      "--pause-after-checkpoint", *extra)
+    half = N // 2 + 1  # with 50 samples and batches of 8, step 13 is mid-epoch
+    proc = start_loop(
+        broken_dir, "--steps", str(N), "--mode", mode, "--checkpoint-at", str(half), "--pause-after-checkpoint", *extra
+    )
     try:
         event = wait_for(lambda: checkpoint_event(broken_dir, half), "the checkpoint event", proc=proc)
     finally:
@@ -54,8 +53,18 @@ def test_resume_after_sigkill_is_bitwise_equal(tmp_path, mode):
     assert proc.returncode == -signal.SIGKILL
     assert (broken_dir / "checkpoints" / f"ckpt-{half:09d}.pt").exists()
 
-    r = run_loop(broken_dir, "--steps", str(N), "--mode", mode, "--out", str(tmp_path / "b.pt"), *extra,
-                 CAMPAIGN_RESUME_FROM=event["path"], CAMPAIGN_ATTEMPT="2")
+    r = run_loop(
+        broken_dir,
+        "--steps",
+        str(N),
+        "--mode",
+        mode,
+        "--out",
+        str(tmp_path / "b.pt"),
+        *extra,
+        CAMPAIGN_RESUME_FROM=event["path"],
+        CAMPAIGN_ATTEMPT="2",
+    )
     assert r.returncode == 0, r.stderr
     a, b = _final(tmp_path / "a.pt"), _final(tmp_path / "b.pt")
     assert a["step"] == b["step"] == N
@@ -67,7 +76,7 @@ def test_resume_after_sigkill_is_bitwise_equal(tmp_path, mode):
     assert starts[1]["attempt"] == 2
     # The resumed attempt reports the steps after the checkpoint, not from zero.
     steps = [line["step"] for line in read_lines(broken_dir / "metrics.jsonl") if "loss" in line]
-    assert steps[-(N - half):] == list(range(half + 1, N + 1))
+    assert steps[-(N - half) :] == list(range(half + 1, N + 1))
 
 
 def test_resume_without_env_takes_latest_complete_checkpoint(tmp_path):
@@ -92,11 +101,13 @@ def test_sigterm_saves_and_exits_and_sigusr1_checkpoints(tmp_path):
     run_dir = tmp_path / "run"
     proc = start_loop(run_dir, "--steps", "100000", "--step-sleep", "0.01")
     try:
-        wait_for(lambda: any("loss" in x for x in read_lines(run_dir / "metrics.jsonl")), "a metric line",
-                 proc=proc)
+        wait_for(lambda: any("loss" in x for x in read_lines(run_dir / "metrics.jsonl")), "a metric line", proc=proc)
         proc.send_signal(signal.SIGUSR1)
-        first = wait_for(lambda: [x for x in read_lines(run_dir / "metrics.jsonl")
-                                  if x.get("event") == "checkpoint"], "the SIGUSR1 checkpoint", proc=proc)
+        first = wait_for(
+            lambda: [x for x in read_lines(run_dir / "metrics.jsonl") if x.get("event") == "checkpoint"],
+            "the SIGUSR1 checkpoint",
+            proc=proc,
+        )
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     finally:
@@ -107,7 +118,7 @@ def test_sigterm_saves_and_exits_and_sigusr1_checkpoints(tmp_path):
     assert len(events) == 2 and events[1]["step"] > first[0]["step"]
     assert lines[-1]["event"] == "end" and lines[-1]["status"] == "sigterm"
     last = max(x["step"] for x in lines if "loss" in x)
-    assert events[1]["step"] == last          # saved at the step it stopped on
+    assert events[1]["step"] == last  # saved at the step it stopped on
     sidecar = json.loads((run_dir / "checkpoints" / f"ckpt-{last:09d}.json").read_text())
     assert sidecar["format"] == "campaign-checkpoint/1"
     assert sidecar["holds"] == ["model", "optimizer", "progress", "rng"]
@@ -134,10 +145,12 @@ def test_keep_last_n_and_final(tmp_path):
 
 
 def test_prune_keeps_newest_verified_checkpoint(tmp_path):
-    from runner.checkpoint import Checkpointer
+    from campaign_train.checkpoint import Checkpointer
+
     model = torch.nn.Linear(2, 2)
-    ck = Checkpointer(model, torch.optim.SGD(model.parameters(), lr=0.1), keep=2, directory=tmp_path,
-                      install_signals=False)
+    ck = Checkpointer(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), keep=2, directory=tmp_path, install_signals=False
+    )
     ck.save(1)
     ck.wait()
     (tmp_path / "ckpt-000000001.verify.json").write_text(json.dumps({"verified": True}))
@@ -154,7 +167,8 @@ def test_rng_and_sampler_state_round_trip(tmp_path):
 
     import numpy as np
 
-    from runner.checkpoint import ResumableSampler, rng_state, set_rng_state
+    from campaign_train.checkpoint import ResumableSampler, rng_state, set_rng_state
+
     torch.manual_seed(5)
     random.seed(5)
     np.random.seed(5)
@@ -176,10 +190,11 @@ def test_rng_and_sampler_state_round_trip(tmp_path):
 
 
 def test_snapshot_is_a_deep_copy_that_keeps_ties_and_metadata():
-    from runner.checkpoint import snapshot
+    from campaign_train.checkpoint import snapshot
+
     emb = torch.nn.Embedding(5, 3)
     head = torch.nn.Linear(3, 5, bias=False)
-    head.weight = emb.weight                       # tied weights
+    head.weight = emb.weight  # tied weights
     model = torch.nn.ModuleDict({"emb": emb, "head": head})
     sd = model.state_dict()
     snap = snapshot({"model": sd, "list": [torch.ones(2)], "n": 3})
@@ -187,13 +202,14 @@ def test_snapshot_is_a_deep_copy_that_keeps_ties_and_metadata():
     assert snap["model"]["emb.weight"] is snap["model"]["head.weight"]
     before = snap["model"]["emb.weight"].clone()
     with torch.no_grad():
-        emb.weight.add_(1.0)                       # training goes on: the copy must not move
+        emb.weight.add_(1.0)  # training goes on: the copy must not move
     assert torch.equal(snap["model"]["emb.weight"], before)
     assert snap["n"] == 3 and torch.equal(snap["list"][0], torch.ones(2))
 
 
 def test_inline_and_background_saves_hold_the_same_state(tmp_path):
-    from runner.checkpoint import Checkpointer
+    from campaign_train.checkpoint import Checkpointer
+
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
     opt = torch.optim.Adam(model.parameters())
@@ -202,8 +218,9 @@ def test_inline_and_background_saves_hold_the_same_state(tmp_path):
     paths = []
     for background in (True, False):
         state = torch.get_rng_state()
-        ck = Checkpointer(model, opt, directory=tmp_path / str(background), install_signals=False,
-                          background=background)
+        ck = Checkpointer(
+            model, opt, directory=tmp_path / str(background), install_signals=False, background=background
+        )
         paths.append(ck.save(5, data_state={"index": 9}))
         ck.wait()
         torch.set_rng_state(state)
@@ -214,7 +231,8 @@ def test_inline_and_background_saves_hold_the_same_state(tmp_path):
 
 
 def test_background_save_failure_is_raised_at_the_next_wait(tmp_path):
-    from runner.checkpoint import Checkpointer
+    from campaign_train.checkpoint import Checkpointer
+
     model = torch.nn.Linear(2, 2)
     ck = Checkpointer(model, directory=tmp_path, install_signals=False)
     ck.save(1, extra={"not picklable": lambda: 0})

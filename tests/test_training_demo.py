@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers_training import env_for, read_lines, training_run_dir, wait_for  # noqa: F401 (fixture)
-from runner.campaign import load_campaign
-from runner.checkpoint_grade import grade_path
-from runner.clock import read_clock
+
+from campaign_train.predictions import DEFAULT_EXPECTS
+from runner.campaign.clock import read_clock
+from runner.campaign.model import load_campaign
 from runner.demo import write_demo
-from runner.predictions import DEFAULT_EXPECTS
+from runner.grading.checkpoint_grade import grade_path
 
 NOW = 1_795_000_000.0
 
@@ -51,7 +51,8 @@ def test_demo_window_goes_calm_warning_critical_within_a_session(demo):
 
 
 def test_demo_plan_fits(demo):
-    from runner.plan import plan_campaign
+    from runner.campaign.plan import plan_campaign
+
     assert plan_campaign(load_campaign(demo)).to_json()["fits"] is True
 
 
@@ -62,12 +63,18 @@ def test_demo_corpus_is_deterministic(demo, tmp_path):
     assert demo.read_text() == again.read_text()
     rows = [json.loads(x) for x in (demo.parent / "data" / "train.jsonl").read_text().splitlines()]
     long_share = sum(len(r["text"].split()) > 48 for r in rows) / len(rows)
-    assert 0.02 < long_share < 0.1            # some inputs are truncated, within the rule's 0.1
+    assert 0.02 < long_share < 0.1  # some inputs are truncated, within the rule's 0.1
 
 
 def _train(demo, run_dir, *args, **env):
-    return subprocess.run([sys.executable, "train.py", *args], cwd=demo.parent, env=env_for(run_dir, **env),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "train.py", *args],
+        cwd=demo.parent,
+        env=env_for(run_dir, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -105,11 +112,20 @@ def test_planted_variant_diverges(demo, tmp_path):
 @pytest.mark.slow
 def test_demo_stops_on_sigterm_and_resumes(demo, tmp_path):
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "train.py", "--steps", "100000"], cwd=demo.parent,
-                            env=env_for(run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "train.py", "--steps", "100000"],
+        cwd=demo.parent,
+        env=env_for(run_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for(lambda: any(x.get("step", 0) >= 5 and "loss" in x for x in read_lines(run_dir / "metrics.jsonl")),
-                 "training steps", proc=proc)
+        wait_for(
+            lambda: any(x.get("step", 0) >= 5 and "loss" in x for x in read_lines(run_dir / "metrics.jsonl")),
+            "training steps",
+            proc=proc,
+        )
         proc.send_signal(signal.SIGTERM)
         out, _err = proc.communicate(timeout=120)
     finally:
@@ -118,7 +134,15 @@ def test_demo_stops_on_sigterm_and_resumes(demo, tmp_path):
             proc.communicate(timeout=60)
     assert proc.returncode == 143 and "asked to stop" in out
     saved = [x for x in read_lines(run_dir / "metrics.jsonl") if x.get("event") == "checkpoint"][-1]
-    r = _train(demo, run_dir, "--steps", str(saved["step"] + 3), "--eval-every", "1000",
-               CAMPAIGN_RESUME_FROM=saved["path"], CAMPAIGN_ATTEMPT="2")
+    r = _train(
+        demo,
+        run_dir,
+        "--steps",
+        str(saved["step"] + 3),
+        "--eval-every",
+        "1000",
+        CAMPAIGN_RESUME_FROM=saved["path"],
+        CAMPAIGN_ATTEMPT="2",
+    )
     assert r.returncode == 0, r.stderr
     assert f"resumed at step {saved['step']}" in r.stdout

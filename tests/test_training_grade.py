@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import torch
-
 from helpers_training import ROOT, env_for, training_run_dir  # noqa: F401 (fixture)
-from runner.checkpoint import Checkpointer, ResumableSampler
-from runner.checkpoint_grade import grade_path, verify_in_subprocess
+
+from campaign_train.checkpoint import Checkpointer, ResumableSampler
+from runner.grading.checkpoint_grade import grade_path, verify_in_subprocess
 
 
 def _train_two_checkpoints(folder):
@@ -43,12 +43,15 @@ def test_own_checkpoint_is_verified_full_in_a_new_process(tmp_path):
     assert res["bytes"] == last.stat().st_size and res["verify_seconds"] >= 0
 
 
-@pytest.mark.parametrize("damage, reason", [
-    ("truncate", "truncated or rewritten"),
-    ("empty", "empty (0 bytes)"),
-    ("tamper", "sha256 does not match"),
-    ("no_sidecar", "sidecar is missing"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        ("truncate", "truncated or rewritten"),
+        ("empty", "empty (0 bytes)"),
+        ("tamper", "sha256 does not match"),
+        ("no_sidecar", "sidecar is missing"),
+    ],
+)
 def test_damaged_checkpoint_is_not_verified_and_the_previous_one_survives(tmp_path, damage, reason):
     good, last = _train_two_checkpoints(tmp_path)
     data = last.read_bytes()
@@ -56,9 +59,9 @@ def test_damaged_checkpoint_is_not_verified_and_the_previous_one_survives(tmp_pa
         last.write_bytes(data[: len(data) // 2])
     elif damage == "empty":
         last.write_bytes(b"")
-    elif damage == "tamper":      # same size, one byte flipped inside the tensor data
+    elif damage == "tamper":  # same size, one byte flipped inside the tensor data
         i = len(data) // 2
-        last.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+        last.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :])
     else:
         last.with_suffix(".json").unlink()
     res = verify_in_subprocess(last, timeout=300)
@@ -86,15 +89,42 @@ def test_foreign_files_are_graded_from_what_they_hold(tmp_path):
     model(torch.randn(2, 3)).sum().backward()
     opt.step()
     torch.save(model.state_dict(), tmp_path / "plain.pt")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "model_args": {"n_layer": 1},
-                "iter_num": 500, "best_val_loss": torch.tensor(1.5), "config": {"lr": 1e-3}}, tmp_path / "nano.pt")
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 9,
-                "rng_state": torch.get_rng_state(), "sampler": {"index": 4}}, tmp_path / "fullish.pt")
-    torch.save({"net": model.state_dict(), "opt": {"state": {5: {}}, "param_groups": [{"params": [0, 1]}]}},
-               tmp_path / "badopt.pt")
-    torch.save({"state_dict": model.state_dict(), "optimizer_states": [opt.state_dict()], "global_step": 40,
-                "epoch": 2, "lr_schedulers": [{"last_epoch": 2}], "loops": {"fit_loop": {"batch": 3}}},
-               tmp_path / "lightning.ckpt")
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "model_args": {"n_layer": 1},
+            "iter_num": 500,
+            "best_val_loss": torch.tensor(1.5),
+            "config": {"lr": 1e-3},
+        },
+        tmp_path / "nano.pt",
+    )
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "step": 9,
+            "rng_state": torch.get_rng_state(),
+            "sampler": {"index": 4},
+        },
+        tmp_path / "fullish.pt",
+    )
+    torch.save(
+        {"net": model.state_dict(), "opt": {"state": {5: {}}, "param_groups": [{"params": [0, 1]}]}},
+        tmp_path / "badopt.pt",
+    )
+    torch.save(
+        {
+            "state_dict": model.state_dict(),
+            "optimizer_states": [opt.state_dict()],
+            "global_step": 40,
+            "epoch": 2,
+            "lr_schedulers": [{"last_epoch": 2}],
+            "loops": {"fit_loop": {"batch": 3}},
+        },
+        tmp_path / "lightning.ckpt",
+    )
     torch.save([1, 2, 3], tmp_path / "list.pt")
     (tmp_path / "noise.pt").write_bytes(os.urandom(4096))
 
@@ -108,7 +138,7 @@ def test_foreign_files_are_graded_from_what_they_hold(tmp_path):
     assert fullish["grade"] == "full" and fullish["holds"] == ["model", "optimizer", "progress", "rng", "data"]
     lightning = grade_path(tmp_path / "lightning.ckpt")
     assert lightning["holds"] == ["model", "optimizer", "scheduler", "progress", "data"]
-    assert lightning["grade"] == "weights+optimizer" and lightning["step"] == 40    # no RNG states
+    assert lightning["grade"] == "weights+optimizer" and lightning["step"] == 40  # no RNG states
     bad = grade_path(tmp_path / "badopt.pt")
     assert bad["grade"] == "weights" and any("no param group holds" in p for p in bad["problems"])
     assert bad["verified"] is False
@@ -120,8 +150,10 @@ def test_foreign_files_are_graded_from_what_they_hold(tmp_path):
 
 def test_foreign_pickle_with_arbitrary_objects_is_refused_not_executed(tmp_path):
     import argparse
-    torch.save({"model": torch.nn.Linear(2, 2).state_dict(), "args": argparse.Namespace(lr=1e-3)},
-               tmp_path / "pickled.pt")
+
+    torch.save(
+        {"model": torch.nn.Linear(2, 2).state_dict(), "args": argparse.Namespace(lr=1e-3)}, tmp_path / "pickled.pt"
+    )
     res = grade_path(tmp_path / "pickled.pt")
     assert res["verified"] is False and res["grade"] == "unreadable"
     assert "weights_only=True" in res["problems"][0]
@@ -129,6 +161,7 @@ def test_foreign_pickle_with_arbitrary_objects_is_refused_not_executed(tmp_path)
 
 def test_hugging_face_trainer_folder(tmp_path):
     import struct
+
     folder = tmp_path / "checkpoint-300"
     folder.mkdir()
     header = json.dumps({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}).encode()
@@ -147,8 +180,14 @@ def test_hugging_face_trainer_folder(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "runner", "checkpoint", *args], capture_output=True, text=True,
-                          timeout=300, env=env_for(ROOT / "unused"), cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "checkpoint", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env_for(ROOT / "unused"),
+        cwd=ROOT,
+    )
 
 
 def test_cli_exit_codes_and_json(tmp_path):
@@ -162,6 +201,11 @@ def test_cli_exit_codes_and_json(tmp_path):
     assert r.returncode == 1 and "NOT verified" in r.stdout and "truncated" in r.stdout
     r = _cli(str(tmp_path / "missing.pt"))
     assert r.returncode == 2 and "does not exist" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "runner.checkpoint_grade", str(good), "--json"], capture_output=True,
-                       text=True, timeout=300, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "runner.grading.checkpoint_grade", str(good), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1])["grade"] == "full"

@@ -6,11 +6,10 @@ import json
 
 import pytest
 import torch
-
 from helpers_training import training_run_dir  # noqa: F401 (fixture)
-from runner.checkpoint import Checkpointer, latest_checkpoint
-from runner.predictions import (DEFAULT_EXPECTS, error_analysis, finish, write_error_analysis,
-                                write_predictions)
+
+from campaign_train.checkpoint import Checkpointer, latest_checkpoint
+from campaign_train.predictions import DEFAULT_EXPECTS, error_analysis, finish, write_error_analysis, write_predictions
 
 
 def test_error_analysis_counts_per_class_and_bucket():
@@ -45,8 +44,9 @@ def test_files_are_written_whole_and_tensors_become_plain_values(tmp_path):
 
 def test_finish_writes_the_default_deliverables(tmp_path):
     model = torch.nn.Linear(2, 2)
-    ck = Checkpointer(model, torch.optim.SGD(model.parameters(), lr=0.1), directory=tmp_path / "checkpoints",
-                      install_signals=False)
+    ck = Checkpointer(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), directory=tmp_path / "checkpoints", install_signals=False
+    )
     paths = finish(ck, 10, [{"id": 1, "label": 0, "prediction": 1}], labels=[0], predictions=[1])
     assert sorted(str(p.relative_to(tmp_path)) for p in paths) == sorted(DEFAULT_EXPECTS)
     assert json.loads((tmp_path / "checkpoints" / "final.json").read_text())["final"] is True
@@ -61,5 +61,5 @@ def test_latest_checkpoint_skips_incomplete_and_failed_ones(tmp_path):
     assert latest_checkpoint(tmp_path).name == "ckpt-000000003.pt"
     (tmp_path / "ckpt-000000003.verify.json").write_text(json.dumps({"verified": False}))
     assert latest_checkpoint(tmp_path).name == "ckpt-000000002.pt"
-    (tmp_path / "ckpt-000000002.json").unlink()             # no sidecar: the save never completed
+    (tmp_path / "ckpt-000000002.json").unlink()  # no sidecar: the save never completed
     assert latest_checkpoint(tmp_path).name == "ckpt-000000001.pt"

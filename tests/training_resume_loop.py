@@ -15,8 +15,8 @@ import time
 import numpy as np
 import torch
 
-from runner import metrics
-from runner.checkpoint import Checkpointer, resumable_loader
+from campaign_train import metrics
+from campaign_train.checkpoint import Checkpointer, resumable_loader
 
 
 def main() -> int:
@@ -40,18 +40,24 @@ def main() -> int:
     xs = torch.randn(50, 8, generator=gen)
     ys = (xs.sum(dim=1) > 0).long()
 
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-                                torch.nn.Linear(16, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 2))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     sched = scaler = loader = None
     if args.mode == "sched":
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.8)
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=4)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=4)
     if args.mode == "loader":
         loader = resumable_loader(torch.utils.data.TensorDataset(xs, ys), batch_size=8, seed=7)
-    ckpt = Checkpointer(model, opt, scheduler=sched, scaler=scaler,
-                        sampler=loader.sampler if loader is not None else None,
-                        every_s=args.every, keep=args.keep, background=not args.inline)
+    ckpt = Checkpointer(
+        model,
+        opt,
+        scheduler=sched,
+        scaler=scaler,
+        sampler=loader.sampler if loader is not None else None,
+        every_s=args.every,
+        keep=args.keep,
+        background=not args.inline,
+    )
     restored = ckpt.restore()
     step = restored.step if restored else 0
 
@@ -88,7 +94,7 @@ def main() -> int:
             ckpt.save(step)
             ckpt.wait()
             if args.pause_after_checkpoint:
-                while True:              # wait here to be killed
+                while True:  # wait here to be killed
                     time.sleep(0.05)
         else:
             ckpt.maybe_save(step)

@@ -49,8 +49,19 @@ class MainScreen(Screen):
         return True
 
     # -- data in ------------------------------------------------------------------------------
-    def show(self, snapshot: dict, expiry, reading, *, down: str | None, tries: int,
-             last_seen: float | None, now: float, control_variant: str | None, tz=None) -> None:
+    def show(
+        self,
+        snapshot: dict,
+        expiry,
+        reading,
+        *,
+        down: str | None,
+        tries: int,
+        last_seen: float | None,
+        now: float,
+        control_variant: str | None,
+        tz=None,
+    ) -> None:
         self.query_one(BundleHeader).show(snapshot, expiry, tz)
         self.query_one(ExpiryBanner).show(expiry)
         pilot = snapshot.get("pilot") or None
@@ -95,8 +106,7 @@ class MainScreen(Screen):
         fresh = [v.get("name") for v in snap.get("variants") or [] if not v.get("runs")]
         name = queue[0] if queue else (fresh[0] if fresh else None)
         if name is None:
-            self.notify("nothing left to start: every variant has a run (s starts a chosen one)",
-                        severity="warning")
+            self.notify("nothing left to start: every variant has a run (s starts a chosen one)", severity="warning")
             return
         await self.app.act("start", "start", variant=name)
 
@@ -134,8 +144,9 @@ class MainScreen(Screen):
             self.notify("select a run first", severity="warning")
             return
         if row.get("state") not in RESUMABLE:
-            self.notify(f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume",
-                        severity="warning")
+            self.notify(
+                f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume", severity="warning"
+            )
             return
         await self.app.act("resume", "resume", run=row["id"])
 
@@ -152,23 +163,30 @@ class MainScreen(Screen):
             self.notify("no run selected", severity="warning")
             return
         from console.screens.run_detail import RunDetailScreen
+
         self.app.push_screen(RunDetailScreen(rid))
 
     def action_plan(self) -> None:
         from console.screens.plan_screen import PlanScreen
+
         self.app.push_screen(PlanScreen(self.app.campaign))
 
     def action_retrieval(self) -> None:
         from console.screens.retrieval_screen import RetrievalScreen
-        self.app.push_screen(RetrievalScreen(self.app.snapshot or {}, self.app.output_dir,
-                                             now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh))
+
+        self.app.push_screen(
+            RetrievalScreen(
+                self.app.snapshot or {}, self.app.output_dir, now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh
+            )
+        )
 
     def action_decide(self) -> None:
         snap = self.app.snapshot or {}
         pilot = snap.get("pilot")
         if not pilot:
-            self.notify("no pilot status yet: nothing has been launched (or the runner has no pilot)",
-                        severity="warning")
+            self.notify(
+                "no pilot status yet: nothing has been launched (or the runner has no pilot)", severity="warning"
+            )
             return
         from console.pilot_view import who
         from console.screens.pilot_dialog import PilotDialog
@@ -184,6 +202,7 @@ class MainScreen(Screen):
             self.notify("no campaign file known to this console: no report", severity="warning")
             return
         from console.screens.report_screen import ReportScreen
+
         self.app.push_screen(ReportScreen(self.app.campaign))
 
     def action_plot_view(self) -> None:

@@ -24,9 +24,11 @@ from console.pilot_view import (
 )
 from console.screens.form_dialog import FormDialog
 
-CHOICES = (("continue", "continue: run the rest as planned"),
-           ("cut", "cut to the variants ticked below (the rest leave the queue)"),
-           ("revisit", "revisit the question (recorded; nothing is cut)"))
+CHOICES = (
+    ("continue", "continue: run the rest as planned"),
+    ("cut", "cut to the variants ticked below (the rest leave the queue)"),
+    ("revisit", "revisit the question (recorded; nothing is cut)"),
+)
 
 
 class PilotDialog(FormDialog[dict]):
@@ -55,8 +57,11 @@ class PilotDialog(FormDialog[dict]):
     def compose(self) -> ComposeResult:
         p = self.pilot
         with VerticalScroll():
-            head = "Pilot over: decide how to go on" if p.get("state") == "awaiting_decision" else \
-                "Pilot decision" + (" (pilot still running)" if p.get("state") == "running" else "")
+            head = (
+                "Pilot over: decide how to go on"
+                if p.get("state") == "awaiting_decision"
+                else "Pilot decision" + (" (pilot still running)" if p.get("state") == "running" else "")
+            )
             yield Label(f"[b]{head}[/b]  ({p.get('basis') or 'pilot'})")
             if p.get("question"):
                 yield Static(f"Question: {p['question']}", id="question")

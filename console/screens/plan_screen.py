@@ -1,6 +1,6 @@
 """The plan: the frozen schedule against the rental window, with the other plans compared.
 
-Rendered from `runner.plan.plan_campaign` (the planning side's own answer, as `campaign plan
+Rendered from `runner.campaign.plan.plan_campaign` (the planning side's own answer, as `campaign plan
 --json` gives it); where that cannot be computed, the campaign file's phases are shown as written.
 """
 
@@ -20,7 +20,8 @@ def plan_json(campaign) -> tuple[dict | None, str | None]:
     if campaign is None:
         return None, "the campaign file could not be read"
     try:
-        from runner.plan import plan_campaign
+        from runner.campaign.plan import plan_campaign
+
         return plan_campaign(campaign).to_json(), None
     except Exception as exc:  # the planner failing must not take the console down
         return None, f"the planner failed: {exc}"
@@ -34,8 +35,12 @@ def timeline(items: list[dict], window: float, width: int = 24) -> list[Text]:
         b = max(a + 1, int(round(end / window * width))) if window else 1
         over = end > window
         bar = Text(" " * min(a, width))
-        bar.append("█" * max(0, min(b, width) - a), style="red" if over else
-                   {"gpu": "green", "host": "blue", "human": "yellow"}.get(str(it.get("uses")), "white"))
+        bar.append(
+            "█" * max(0, min(b, width) - a),
+            style="red"
+            if over
+            else {"gpu": "green", "host": "blue", "human": "yellow"}.get(str(it.get("uses")), "white"),
+        )
         if b > width:
             bar.append("▶", style="bold red")
         out.append(bar)
@@ -82,8 +87,12 @@ class PlanScreen(Screen):
         items = d.get("items") or []
         bars = timeline(items, float(d.get("window_hours") or 0), 20)
         for it, bar in zip(items, bars):
-            table.add_row(str(it.get("name")), str(it.get("uses")),
-                          f"{float(it['start_hours']):.1f}-{float(it['end_hours']):.1f}", bar)
+            table.add_row(
+                str(it.get("name")),
+                str(it.get("uses")),
+                f"{float(it['start_hours']):.1f}-{float(it['end_hours']):.1f}",
+                bar,
+            )
         return table
 
     def _options(self, d: dict) -> Table:

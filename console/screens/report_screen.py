@@ -1,4 +1,4 @@
-"""The closing report in the console: `runner.report.build_report(campaign)` rendered from its
+"""The closing report in the console: `runner.closing.report.build_report(campaign)` rendered from its
 Markdown (the same page `campaign report --markdown` prints: conclusion first, budget, approved
 count and cost per approved deliverable or "undefined", rejected runs with reasons, planned
 against actual, decisions).
@@ -29,7 +29,8 @@ def build_markdown(campaign: Any, now: float | None = None) -> str:
 
 def build_page(campaign: Any, now: float | None = None) -> tuple[dict, str]:
     """The report's JSON (for the summary line) and its Markdown (the page)."""
-    from runner.report import build_report
+    from runner.closing.report import build_report
+
     report = build_report(campaign, now=now)
     return report.to_json(), report.to_markdown()
 
@@ -60,8 +61,10 @@ def summary_line(data: dict) -> Text:
 
 
 class ReportScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="report.back"),
-                Binding("g", "rebuild", "rebuild", id="report.rebuild")]
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "back", id="report.back"),
+        Binding("g", "rebuild", "rebuild", id="report.rebuild"),
+    ]
     DEFAULT_CSS = """
     ReportScreen Static { padding: 0 1; }
     ReportScreen #report-status { color: $text-muted; }
@@ -71,7 +74,7 @@ class ReportScreen(Screen):
     def __init__(self, campaign: Any, *, now: float | None = None) -> None:
         super().__init__()
         self.campaign = campaign
-        self.now = now                       # None: the app's clock (fixed in screenshots and tests)
+        self.now = now  # None: the app's clock (fixed in screenshots and tests)
         self.data: dict = {}
         self.markdown: str | None = None
         self.error: str | None = None
@@ -88,7 +91,8 @@ class ReportScreen(Screen):
 
     def action_rebuild(self) -> None:
         self.query_one("#report-status", Static).update(
-            Text("building the report: verifying deliverables (final checkpoints reload in fresh processes)…"))
+            Text("building the report: verifying deliverables (final checkpoints reload in fresh processes)…")
+        )
         self.build()
 
     @work(thread=True, exclusive=True, group="report")
@@ -96,7 +100,7 @@ class ReportScreen(Screen):
         now = self.now if self.now is not None else self.app.clock()
         try:
             (data, markdown), error = build_page(self.campaign, now), None
-        except Exception as exc:          # shown, never a crash: the console keeps running
+        except Exception as exc:  # shown, never a crash: the console keeps running
             data, markdown, error = {}, None, f"{type(exc).__name__}: {exc}"
         self.app.call_from_thread(self.show, data, markdown, error)
 

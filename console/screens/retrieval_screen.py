@@ -15,8 +15,10 @@ from console.retrieval import address_note, copy_command, retrieval_items, ssh_t
 
 
 class RetrievalScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="retrieval.back"),
-                Binding("y", "copy", "copy command", id="retrieval.copy")]
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "back", id="retrieval.back"),
+        Binding("y", "copy", "copy command", id="retrieval.copy"),
+    ]
     DEFAULT_CSS = """
     RetrievalScreen Static { padding: 0 1; }
     RetrievalScreen #command { background: $boost; margin: 0 0 1 0; }
@@ -39,9 +41,12 @@ class RetrievalScreen(Screen):
         rb = bundle.get("retrieve_by")
         if rb:
             from console.fmt import parse_iso
+
             left = parse_iso(rb).timestamp() - self.now
-            head.append(f" ({'in ' + fmt_span(left) if left > 0 else 'PAST, ' + fmt_span(-left) + ' ago'})",
-                        style="bold" if left > 0 else "bold red")
+            head.append(
+                f" ({'in ' + fmt_span(left) if left > 0 else 'PAST, ' + fmt_span(-left) + ' ago'})",
+                style="bold" if left > 0 else "bold red",
+            )
         table = Table(box=None, expand=True, pad_edge=False)
         table.add_column("what", no_wrap=True)
         table.add_column("size", justify="right", no_wrap=True)
@@ -51,19 +56,21 @@ class RetrievalScreen(Screen):
         for item in items:
             rel = str(item.path)
             if root and rel.startswith(root):
-                rel = rel[len(root):].lstrip("/") or "."
+                rel = rel[len(root) :].lstrip("/") or "."
             warn = item.kind == "checkpoint" and item.bytes == 0
             total += item.bytes
-            table.add_row(Text(item.kind, style="red" if warn else ""), fmt_bytes(item.bytes) if not warn else "-",
-                          Text(rel + (f"  {item.note}" if item.note else ""), style="red" if warn else ""))
+            table.add_row(
+                Text(item.kind, style="red" if warn else ""),
+                fmt_bytes(item.bytes) if not warn else "-",
+                Text(rel + (f"  {item.note}" if item.note else ""), style="red" if warn else ""),
+            )
         if not items:
             table.add_row("-", "-", "nothing yet: no deliverables, no verified checkpoint")
         with VerticalScroll():
             yield Static(head)
             yield Static(table)
             self.command = copy_command(self.snapshot, items, **self.ssh)
-            yield Static(Text(f"total {fmt_bytes(total)} — on your own machine, paste (y copies it):",
-                              style="dim"))
+            yield Static(Text(f"total {fmt_bytes(total)} — on your own machine, paste (y copies it):", style="dim"))
             yield Static(Text(self.command), id="command")
             note = address_note(ssh_target(**{k: v for k, v in self.ssh.items() if k in ("user", "host")})[0])
             if note:

@@ -24,8 +24,11 @@ def config_table(detail: dict) -> Table:
     t = Table(box=None, show_header=False, pad_edge=False, expand=True)
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
-    t.add_row("state", f"{run.get('state')}  step {run.get('step')}  loss {fmt_loss(run.get('loss'))}"
-                       f"  attempts {run.get('attempts', '-')}  elapsed {fmt_span(run.get('elapsed_seconds'))}")
+    t.add_row(
+        "state",
+        f"{run.get('state')}  step {run.get('step')}  loss {fmt_loss(run.get('loss'))}"
+        f"  attempts {run.get('attempts', '-')}  elapsed {fmt_span(run.get('elapsed_seconds'))}",
+    )
     if run.get("stop_reason"):
         t.add_row("stopped", Text(str(run.get("stop_reason")), style="bold red"))
     for key in ("category", "checkpoint_every", "gpus", "base_revision"):
@@ -61,7 +64,7 @@ def time_words(run: dict, variant: dict) -> str:
 
 def value_words(value, kind: str | None = None, state: str | None = None) -> str:
     """A rule's judged value, short: 4 significant digits for numbers. The time rules' values
-    are not metrics (runner/status.py): `no_resume_point` gives the seconds left to save a
+    are not metrics (runner/daemon/status.py): `no_resume_point` gives the seconds left to save a
     verified checkpoint, or once one is verified its step; `stalled` the seconds since the last
     metric line. Bare, "waiting (104.6)" and "ok (2167)" meant nothing to the reader."""
     v = as_float(value)
@@ -86,8 +89,13 @@ def rules_table(detail: dict) -> Table:
         state = live.get("state") or "-"
         value = live.get("value")
         words = value_words(value, live.get("kind") or r.get("kind"), state)
-        t.add_row(text, Text(state + (f" ({words})" if value is not None else ""),
-                             style={"fired": "bold red", "ok": "green"}.get(state, "yellow")))
+        t.add_row(
+            text,
+            Text(
+                state + (f" ({words})" if value is not None else ""),
+                style={"fired": "bold red", "ok": "green"}.get(state, "yellow"),
+            ),
+        )
     if not rules:
         t.add_row("no rules apply to this run", "")
     return t
@@ -111,16 +119,19 @@ def checkpoints_table(detail: dict) -> Table:
         else:
             mark = Text(f"✗ {problems or 'failed'}", style="red")
         path = str(c.get("path") or "")
-        t.add_row(str(c.get("step", "-")), fmt_bytes(c.get("bytes")) if c.get("bytes") else "-", mark,
-                  path.rsplit("/", 1)[-1])
+        t.add_row(
+            str(c.get("step", "-")), fmt_bytes(c.get("bytes")) if c.get("bytes") else "-", mark, path.rsplit("/", 1)[-1]
+        )
     if not detail.get("checkpoints"):
         t.add_row("-", "-", Text("no checkpoint yet", style="yellow"), "")
     return t
 
 
 class RunDetailScreen(Screen):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "back", id="detail.back"),
-                Binding("g", "reload", "reload", id="detail.reload")]
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "back", id="detail.back"),
+        Binding("g", "reload", "reload", id="detail.reload"),
+    ]
     DEFAULT_CSS = """
     RunDetailScreen Static { padding: 0 1; }
     RunDetailScreen .section { text-style: bold; background: $boost; }

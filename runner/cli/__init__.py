@@ -12,7 +12,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from runner.errors import CampaignError, RunnerUnavailable
+from runner.campaign.errors import CampaignError, RunnerUnavailable
 
 DESCRIPTION = """\
 campaign-console: run a GPU-rental campaign to a decision.
@@ -52,8 +52,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="campaign", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="campaign", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -90,6 +91,7 @@ def _split_file_arg(ns: argparse.Namespace, other: str) -> None:
 
 def _version() -> str:
     from runner import __version__
+
     return __version__
 
 

@@ -9,8 +9,8 @@ import sys
 
 
 def cmd_console(ns: argparse.Namespace) -> int:
-    from runner.campaign import load_campaign
-    from runner.control import ensure_running
+    from runner.campaign.model import load_campaign
+    from runner.daemon.control import ensure_running
 
     campaign = load_campaign(getattr(ns, "file", None))
     ensure_running(campaign)
@@ -23,6 +23,5 @@ def open_console(campaign) -> int:
 
     app = make_app(campaign=campaign)
     app.run()
-    print(f"console closed; the runner goes on (stop it with `campaign down {campaign.root}`)",
-          file=sys.stderr)
+    print(f"console closed; the runner goes on (stop it with `campaign down {campaign.root}`)", file=sys.stderr)
     return int(app.return_code or 0)

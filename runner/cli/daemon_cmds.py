@@ -1,6 +1,6 @@
 """`campaign up | down | status | start | abort | resume`: the runner's commands.
 
-Each is a thin request to the runner (runner.client); `status` also works while the runner is down,
+Each is a thin request to the runner (runner.daemon.client); `status` also works while the runner is down,
 from the ledger read-only, and says so. `start`, `abort` and `resume` start the runner first when
 it is not running, as the console does. Exit 0 on success, 2 on bad input, 1 on any other failure.
 """
@@ -14,13 +14,13 @@ import math
 import socket
 import sys
 
-from runner import client, control
-from runner.campaign import Campaign, load_campaign, resolve_campaign_path
+from runner.campaign.durations import format_duration, format_span
+from runner.campaign.errors import CampaignError, RunnerUnavailable
+from runner.campaign.model import Campaign, load_campaign, resolve_campaign_path
+from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg
-from runner.durations import format_duration, format_span
-from runner.errors import CampaignError, RunnerUnavailable
-from runner.statedir import StatePaths, paths_for
-from runner.status import offline_snapshot
+from runner.daemon import client, control
+from runner.daemon.status import offline_snapshot
 
 
 def _campaign(ns: argparse.Namespace) -> Campaign:
@@ -39,8 +39,11 @@ def _campaign_or_runner(ns: argparse.Namespace) -> Campaign | StatePaths:
         paths = paths_for(resolve_campaign_path(file_arg(ns)))
         if not paths.socket.exists() or client.ping(paths) is None:
             raise
-        print(f"campaign: warning: {exc}\ncampaign: warning: the runner goes on with the file as it "
-              f"loaded it; fix the file before `campaign start` or `campaign up`", file=sys.stderr)
+        print(
+            f"campaign: warning: {exc}\ncampaign: warning: the runner goes on with the file as it "
+            f"loaded it; fix the file before `campaign start` or `campaign up`",
+            file=sys.stderr,
+        )
         return paths
 
 
@@ -64,7 +67,8 @@ def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
     first, since starting the runner launches the plan (a typo must not do that)."""
     if control.is_running(campaign):
         return
-    from runner import ledger as L
+    from runner.ledger import store as L
+
     path = paths_for(campaign).ledger
     known = False
     if path.exists():
@@ -74,8 +78,7 @@ def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
         finally:
             conn.close()
     if not known:
-        raise CampaignError(f"no run {run_id!r} in this campaign (see `campaign status`)",
-                            file=campaign.path)
+        raise CampaignError(f"no run {run_id!r} in this campaign (see `campaign status`)", file=campaign.path)
     _ensure(campaign)
 
 
@@ -109,7 +112,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
         snap = client.request(campaign, "status")
     except RunnerUnavailable as exc:
         if isinstance(campaign, StatePaths):
-            raise                              # the file is broken and the runner just went away
+            raise  # the file is broken and the runner just went away
         snap = offline_snapshot(campaign, runner_error=str(exc))
     if getattr(ns, "json", False):
         print(json.dumps(snap, indent=1))
@@ -125,8 +128,9 @@ def cmd_start(ns: argparse.Namespace) -> int:
     except KeyError:
         # refused before `_ensure`: a typo must not start the runner (which launches the plan)
         names = ", ".join(v.name for v in campaign.variants)
-        raise CampaignError(f"variant {ns.variant!r} is not declared in the campaign file "
-                            f"(declared: {names})", file=campaign.path) from None
+        raise CampaignError(
+            f"variant {ns.variant!r} is not declared in the campaign file (declared: {names})", file=campaign.path
+        ) from None
     _ensure(campaign)
     out = _request(campaign, "start", variant=ns.variant)
     if out is None:
@@ -163,6 +167,7 @@ def cmd_resume(ns: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------
 
+
 def _fmt_num(v) -> str:
     if v is None:
         return "-"
@@ -180,19 +185,27 @@ def render_status(snap: dict) -> str:
     r = snap.get("runner")
     slots = snap.get("slots") or {}
     if r:
-        lines.append(f"{c['name']}: runner pid {r['pid']}, slots {slots.get('busy')}/{slots.get('total')}"
-                     + (f" ({slots['note']})" if slots.get("note") else ""))
+        lines.append(
+            f"{c['name']}: runner pid {r['pid']}, slots {slots.get('busy')}/{slots.get('total')}"
+            + (f" ({slots['note']})" if slots.get("note") else "")
+        )
     else:
         lines.append(f"{c['name']}: {snap.get('runner_error') or 'the runner is not running'}")
-    lines.append(f"bundle: {b['provider']} {b['gpu']} {b['plan']}, expires {b['expires_at']} "
-                 f"(in {format_span(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
-                 f"(in {format_span(b['retrieve_seconds'])}) [{b['warning']}]")
+    lines.append(
+        f"bundle: {b['provider']} {b['gpu']} {b['plan']}, expires {b['expires_at']} "
+        f"(in {format_span(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
+        f"(in {format_span(b['retrieve_seconds'])}) [{b['warning']}]"
+    )
     if snap.get("gpus"):
         for g in snap["gpus"]:
-            mem = (f"{(g['memory_used_bytes'] or 0) / 2**30:.1f}/{(g['memory_total_bytes'] or 0) / 2**30:.1f} GiB"
-                   if g.get("memory_total_bytes") else "N/A")
-            lines.append(f"gpu {g['index']}: {g.get('name') or 'N/A'} util {_fmt_num(g.get('utilization_percent'))}% "
-                         f"mem {mem}")
+            mem = (
+                f"{(g['memory_used_bytes'] or 0) / 2**30:.1f}/{(g['memory_total_bytes'] or 0) / 2**30:.1f} GiB"
+                if g.get("memory_total_bytes")
+                else "N/A"
+            )
+            lines.append(
+                f"gpu {g['index']}: {g.get('name') or 'N/A'} util {_fmt_num(g.get('utilization_percent'))}% mem {mem}"
+            )
     else:
         lines.append(f"gpus: none ({snap.get('nvml_error') or 'no GPU'})")
     runs = snap.get("runs") or []
@@ -203,9 +216,15 @@ def render_status(snap: dict) -> str:
             if run.get("checkpoint_step") is not None:
                 mark = {True: "ok", False: "bad", None: "?"}[run.get("checkpoint_verified")]
                 ck = f"{run['checkpoint_step']}:{mark}"
-            nxt = format_duration(run["next_checkpoint_seconds"]) if run.get("next_checkpoint_seconds") is not None else "-"
-            lines.append(f"{run['id']:<24} {run['state']:<9} {_fmt_num(run.get('step')):>8} "
-                         f"{_fmt_num(run.get('loss')):>9} {ck:>10} {nxt:>8}  {run.get('stop_reason') or ''}")
+            nxt = (
+                format_duration(run["next_checkpoint_seconds"])
+                if run.get("next_checkpoint_seconds") is not None
+                else "-"
+            )
+            lines.append(
+                f"{run['id']:<24} {run['state']:<9} {_fmt_num(run.get('step')):>8} "
+                f"{_fmt_num(run.get('loss')):>9} {ck:>10} {nxt:>8}  {run.get('stop_reason') or ''}"
+            )
     else:
         lines.append("no runs yet")
     if snap.get("queue"):

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runner.errors import CampaignError
+from runner.campaign.errors import CampaignError
 
 CAMPAIGN_FILE = "campaign.toml"
 
@@ -18,8 +18,10 @@ CAMPAIGN_FILE = "campaign.toml"
 def _same_demo(existing: Path, fresh: Path) -> bool:
     """Is the campaign file at `existing` the demo as `write_demo` writes it (the start time of the
     window aside, which `write_demo` takes from the clock)?"""
+
     def body(p: Path) -> list[str]:
         return [ln for ln in p.read_text(encoding="utf-8").splitlines() if not ln.strip().startswith("started_at")]
+
     try:
         return body(existing) == body(fresh)
     except OSError:
@@ -37,31 +39,35 @@ def prepare_demo(folder: Path, now: float | None = None) -> tuple[Path, bool]:
             fresh = Path(write_demo(Path(tmp) / "demo", now))
             fresh_file = fresh if fresh.is_file() else fresh / CAMPAIGN_FILE
             if not _same_demo(target, fresh_file):
-                raise CampaignError("already holds a different campaign: not overwriting it; name another "
-                                    "folder, e.g. `campaign demo ./campaign-demo-2`", file=target)
+                raise CampaignError(
+                    "already holds a different campaign: not overwriting it; name another "
+                    "folder, e.g. `campaign demo ./campaign-demo-2`",
+                    file=target,
+                )
         return target, False
     if folder.exists() and any(folder.iterdir()):
-        raise CampaignError("is not empty and holds no demo campaign: not writing into it; name a new "
-                            "folder", file=folder)
+        raise CampaignError(
+            "is not empty and holds no demo campaign: not writing into it; name a new folder", file=folder
+        )
     written = Path(write_demo(folder, now))
     return (written if written.is_file() else written / CAMPAIGN_FILE), True
 
 
 def cmd_demo(ns: argparse.Namespace) -> int:
-    from runner.campaign import load_campaign
-    from runner.control import ensure_running
+    from runner.campaign.model import load_campaign
+    from runner.daemon.control import ensure_running
 
     folder = Path(getattr(ns, "dir", None) or "campaign-demo").absolute()
     path, written = prepare_demo(folder)
     campaign = load_campaign(path)
-    print(("wrote the demo campaign to " if written else "reusing the demo campaign in ") + str(folder),
-          file=sys.stderr)
+    print(
+        ("wrote the demo campaign to " if written else "reusing the demo campaign in ") + str(folder), file=sys.stderr
+    )
     pong = ensure_running(campaign)
-    print(f"its runner is running (pid {pong.get('pid')}); log: {campaign.state_dir / 'runner.log'}",
-          file=sys.stderr)
+    print(f"its runner is running (pid {pong.get('pid')}); log: {campaign.state_dir / 'runner.log'}", file=sys.stderr)
     if getattr(ns, "no_console", False):
-        print(f"open the console with `campaign console {folder}`; stop with `campaign down {folder}`",
-              file=sys.stderr)
+        print(f"open the console with `campaign console {folder}`; stop with `campaign down {folder}`", file=sys.stderr)
         return 0
     from runner.cli.console_cmd import open_console
+
     return open_console(campaign)

@@ -14,9 +14,9 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from runner.campaign import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
-from runner.errors import CampaignError
-from runner.plan import fmt_hours, plan_campaign, render_plan, summary_line
+from runner.campaign.errors import CampaignError
+from runner.campaign.model import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
+from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
 
 TEMPLATE_STARTED_AT = "started_at = 2026-11-29T09:00:00Z"
 
@@ -25,8 +25,8 @@ def template_text(name: str | None = None, now: dt.datetime | None = None) -> st
     """The commented template, its window starting at the current whole hour (UTC) and, when given,
     named after the campaign folder. Rounded down, not up: a start left unedited then puts expiry
     and the retrieval deadline early, never late."""
-    text = resources.files("runner").joinpath("template.toml").read_text(encoding="utf-8")
-    now = now or dt.datetime.now(dt.timezone.utc)
+    text = resources.files("runner.campaign").joinpath("template.toml").read_text(encoding="utf-8")
+    now = now or dt.datetime.now(dt.UTC)
     start = now.replace(minute=0, second=0, microsecond=0)
     text = text.replace(TEMPLATE_STARTED_AT, f"started_at = {start.strftime('%Y-%m-%dT%H:%M:%SZ')}", 1)
     if name:
@@ -43,7 +43,7 @@ def cmd_init(ns: argparse.Namespace) -> int:
         raise CampaignError("already exists: edit it, or pass --force to overwrite it", file=target)
     name = folder.resolve().name or None
     text = template_text(name)
-    parse_campaign(text, target.absolute())          # the template must always load cleanly
+    parse_campaign(text, target.absolute())  # the template must always load cleanly
     folder.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{CAMPAIGN_FILE}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -56,8 +56,7 @@ def cmd_init(ns: argparse.Namespace) -> int:
 def check_summary(c: Campaign) -> list[str]:
     """What `check` found, in a few lines."""
     b = c.bundle
-    counts = ", ".join(f"{n} {cat}" for cat in CATEGORIES
-                       if (n := sum(v.category == cat for v in c.variants)))
+    counts = ", ".join(f"{n} {cat}" for cat in CATEGORIES if (n := sum(v.category == cat for v in c.variants)))
     price = f"{b.price_usd:.2f} USD ({'catalog' if b.price_from_catalog else 'price_usd'})"
     lines = [
         f"ok: {c.path}",
@@ -67,18 +66,25 @@ def check_summary(c: Campaign) -> list[str]:
         f"files off by {b.retrieve_by:%Y-%m-%d %H:%M}",
         f"variants  {len(c.variants)} ({counts}): {', '.join(v.name for v in c.variants)}",
         f"phases    {len(c.phases)}: {', '.join(p.name for p in c.phases)}",
-        f"rules     {len(c.rules)}" + (": " + "; ".join(r.describe() for r in c.rules) if c.rules else
-                                       " (no stop rule: nothing will stop a run early)"),
+        f"rules     {len(c.rules)}"
+        + (
+            ": " + "; ".join(r.describe() for r in c.rules)
+            if c.rules
+            else " (no stop rule: nothing will stop a run early)"
+        ),
     ]
     if c.decision:
         d = c.decision
-        lines.append(f"decision  {d.metric} {'higher' if d.higher_is_better else 'lower'} is better, "
-                     f"min gain {d.min_gain:g} over {d.control}")
+        lines.append(
+            f"decision  {d.metric} {'higher' if d.higher_is_better else 'lower'} is better, "
+            f"min gain {d.min_gain:g} over {d.control}"
+        )
     else:
         lines.append("decision  none: the report will draw no conclusion")
     if c.spend:
-        lines.append(f"spending  {len(c.spend)} line(s), {sum(s.usd for s in c.spend):.2f} USD "
-                     "(kept apart from the rental)")
+        lines.append(
+            f"spending  {len(c.spend)} line(s), {sum(s.usd for s in c.spend):.2f} USD (kept apart from the rental)"
+        )
     return lines
 
 
@@ -96,8 +102,10 @@ def cmd_check(ns: argparse.Namespace) -> int:
         if v.metrics_regex and "step" not in re.compile(v.metrics_regex).groupindex:
             stepped = [r.kind for r in campaign.rules_for(v.name) if r.kind in ("below", "above")]
             if stepped:
-                print(f"note      {v.name}'s metrics_regex has no (?P<step>...) group: its "
-                      f"{', '.join(stepped)} rule(s) wait for a step that never comes")
+                print(
+                    f"note      {v.name}'s metrics_regex has no (?P<step>...) group: its "
+                    f"{', '.join(stepped)} rule(s) wait for a step that never comes"
+                )
     if report.needs_options:
         print("note      see `campaign plan` for the options")
     return 0
@@ -111,6 +119,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     from rich.console import Console
+
     render_plan(report, Console(highlight=False))
     return 0
 

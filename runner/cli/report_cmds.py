@@ -11,12 +11,12 @@ import argparse
 import json
 import sys
 
-from runner.atomic import write_text_atomic
-from runner.campaign import load_campaign
+from campaign_train.atomic import write_text_atomic
+from runner.campaign.model import load_campaign
 from runner.cli import file_arg
-from runner.deliverables import open_ledger, verify_campaign
-from runner.manifest import write_output
-from runner.report import build_report
+from runner.closing.deliverables import open_ledger, verify_campaign
+from runner.closing.manifest import write_output
+from runner.closing.report import build_report
 
 
 def cmd_verify(ns: argparse.Namespace) -> int:

@@ -25,8 +25,11 @@ DAYS = 3
 
 def started_at_for(now: float) -> str:
     """The window's start as a TOML datetime so that it expires WINDOW_LEFT_MINUTES after `now`."""
-    start = dt.datetime.fromtimestamp(int(now), dt.timezone.utc) - dt.timedelta(days=DAYS) \
+    start = (
+        dt.datetime.fromtimestamp(int(now), dt.UTC)
+        - dt.timedelta(days=DAYS)
         + dt.timedelta(minutes=WINDOW_LEFT_MINUTES)
+    )
     return start.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

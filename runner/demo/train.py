@@ -1,10 +1,10 @@
 """The demo campaign's training script: topic classification of short texts with a small GRU.
 
 Run from the campaign folder as `python train.py --lr 0.1`. It reports every step's loss and
-truncation counts and a periodic `dev_acc` (runner.metrics), checkpoints every
-CAMPAIGN_CHECKPOINT_EVERY seconds and on SIGUSR1/SIGTERM (runner.checkpoint), resumes exactly
+truncation counts and a periodic `dev_acc` (campaign_train.metrics), checkpoints every
+CAMPAIGN_CHECKPOINT_EVERY seconds and on SIGUSR1/SIGTERM (campaign_train.checkpoint), resumes exactly
 from CAMPAIGN_RESUME_FROM or its latest checkpoint, and at the end writes its predictions on the
-dev split, an error analysis and `checkpoints/final.pt` (runner.predictions). Outside the runner
+dev split, an error analysis and `checkpoints/final.pt` (campaign_train.predictions). Outside the runner
 it writes to ./campaign-run/.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from runner import metrics
-from runner.checkpoint import Checkpointer, resumable_loader
-from runner.predictions import finish
+from campaign_train import metrics
+from campaign_train.checkpoint import Checkpointer, resumable_loader
+from campaign_train.predictions import finish
 
 PAD, UNK = 0, 1
 
@@ -40,7 +40,7 @@ def encode(rows: list[dict], vocab: dict[str, int], labels: list[str], max_len: 
         words = row["text"].split()
         cut[i] = len(words) > max_len
         toks = [vocab.get(w, UNK) for w in words[:max_len]]
-        ids[i, :len(toks)] = torch.tensor(toks)
+        ids[i, : len(toks)] = torch.tensor(toks)
         lengths[i] = len(toks)
     y = torch.tensor([labels.index(r["label"]) for r in rows])
     return ids, lengths, y, cut
@@ -56,8 +56,9 @@ class Classifier(torch.nn.Module):
         self.out = torch.nn.Linear(hidden, n_labels)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        packed = torch.nn.utils.rnn.pack_padded_sequence(self.emb(ids), lengths.cpu(), batch_first=True,
-                                                         enforce_sorted=False)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(
+            self.emb(ids), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         _, h = self.gru(packed)
         return self.out(torch.relu(self.mid(self.drop(h[0]))))
 
@@ -66,8 +67,9 @@ class Classifier(torch.nn.Module):
 def evaluate(model: Classifier, dev, device) -> tuple[float, float, torch.Tensor]:
     model.eval()
     ids, lengths, y, _cut = dev
-    logits = torch.cat([model(ids[i:i + 200].to(device), lengths[i:i + 200]).float().cpu()
-                        for i in range(0, len(y), 200)])
+    logits = torch.cat(
+        [model(ids[i : i + 200].to(device), lengths[i : i + 200]).float().cpu() for i in range(0, len(y), 200)]
+    )
     model.train()
     loss = torch.nn.functional.cross_entropy(logits, y).item()
     pred = logits.argmax(dim=1)
@@ -86,7 +88,7 @@ def main() -> int:
     ap.add_argument("--data", default="data", help="folder with train.jsonl and dev.jsonl")
     args = ap.parse_args()
 
-    torch.set_num_threads(1)          # two variants can share a 2-core host
+    torch.set_num_threads(1)  # two variants can share a 2-core host
     torch.manual_seed(args.seed)
     random.seed(args.seed)
     use_cuda = torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", None) != ""
@@ -104,16 +106,25 @@ def main() -> int:
 
     model = Classifier(len(vocab) + 2, len(labels), args.hidden).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    warmup = 100                      # then a linear decay to zero, so the last dev_acc is a settled one
+    warmup = 100  # then a linear decay to zero, so the last dev_acc is a settled one
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup))))
-    ckpt = Checkpointer(model, opt, scheduler=sched, sampler=loader.sampler,
-                        every_s=float(os.environ.get("CAMPAIGN_CHECKPOINT_EVERY", "15")))
+        opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup)))
+    )
+    ckpt = Checkpointer(
+        model,
+        opt,
+        scheduler=sched,
+        sampler=loader.sampler,
+        every_s=float(os.environ.get("CAMPAIGN_CHECKPOINT_EVERY", "15")),
+    )
     restored = ckpt.restore()
     step = restored.step if restored else 0
-    metrics.report(step, total_steps=args.steps)       # lets the pilot estimate the time left
-    print(f"device {device}, {len(train_rows)} train / {len(dev_rows)} dev, lr {args.lr}, "
-          f"hidden {args.hidden}, " + (f"resumed at step {step}" if restored else "fresh start"), flush=True)
+    metrics.report(step, total_steps=args.steps)  # lets the pilot estimate the time left
+    print(
+        f"device {device}, {len(train_rows)} train / {len(dev_rows)} dev, lr {args.lr}, "
+        f"hidden {args.hidden}, " + (f"resumed at step {step}" if restored else "fresh start"),
+        flush=True,
+    )
 
     while step < args.steps:
         for ids, lengths, y, cut in loader:
@@ -124,8 +135,7 @@ def main() -> int:
             sched.step()
             loader.sampler.advance(len(y))
             step += 1
-            metrics.report(step, loss=loss.item(), lr=sched.get_last_lr()[0],
-                           truncated=int(cut.sum()), samples=len(y))
+            metrics.report(step, loss=loss.item(), lr=sched.get_last_lr()[0], truncated=int(cut.sum()), samples=len(y))
             if step % args.eval_every == 0 or step == args.steps:
                 acc, dev_loss, _ = evaluate(model, dev, device)
                 metrics.report(step, dev_acc=acc, dev_loss=dev_loss, total_steps=args.steps)
@@ -138,10 +148,24 @@ def main() -> int:
                 break
 
     acc, _dev_loss, pred = evaluate(model, dev, device)
-    rows = [{"id": r["id"], "label": r["label"], "prediction": labels[int(p)], "correct": labels[int(p)] == r["label"],
-             "truncated": bool(c)} for r, p, c in zip(dev_rows, pred, dev[3])]
-    finish(ckpt, step, rows, labels=[r["label"] for r in rows], predictions=[r["prediction"] for r in rows],
-           buckets=["long (truncated)" if r["truncated"] else "fits" for r in rows])
+    rows = [
+        {
+            "id": r["id"],
+            "label": r["label"],
+            "prediction": labels[int(p)],
+            "correct": labels[int(p)] == r["label"],
+            "truncated": bool(c),
+        }
+        for r, p, c in zip(dev_rows, pred, dev[3])
+    ]
+    finish(
+        ckpt,
+        step,
+        rows,
+        labels=[r["label"] for r in rows],
+        predictions=[r["prediction"] for r in rows],
+        buckets=["long (truncated)" if r["truncated"] else "fits" for r in rows],
+    )
     print(f"done: step {step}, dev_acc {acc:.4f}", flush=True)
     return 0
 

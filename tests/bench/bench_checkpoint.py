@@ -23,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runner.checkpoint import Checkpointer, rng_state  # noqa: E402
-from runner.checkpoint_grade import verify_in_subprocess  # noqa: E402
+from campaign_train.checkpoint import Checkpointer, rng_state  # noqa: E402
+from runner.grading.checkpoint_grade import verify_in_subprocess  # noqa: E402
 
 
 def build(mb: float, device: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -54,15 +54,19 @@ def main() -> int:
         sampler_state = {"epoch": 0, "consumed": 123}
 
         def plain_state() -> dict:
-            return {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "progress": {"step": 1, "epoch": 0}, "rng": rng_state(), "data": sampler_state}
+            return {
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "progress": {"step": 1, "epoch": 0},
+                "rng": rng_state(),
+                "data": sampler_state,
+            }
 
         background = Checkpointer(model, opt, keep=2, install_signals=False, directory=folder / "bg")
-        inline = Checkpointer(model, opt, keep=2, install_signals=False, directory=folder / "inline",
-                              background=False)
+        inline = Checkpointer(model, opt, keep=2, install_signals=False, directory=folder / "inline", background=False)
         plain, plain_fsync, stall, durable, stall_inline = [], [], [], [], []
         last = None
-        for i in range(args.repeat):          # interleaved, so a busy moment hits every kind alike
+        for i in range(args.repeat):  # interleaved, so a busy moment hits every kind alike
             p = folder / f"plain-{i}.pt"
             t0 = time.perf_counter()
             torch.save(plain_state(), p)
@@ -93,21 +97,28 @@ def main() -> int:
     print(f"plain torch.save:            median {med(plain):.3f} s  (runs: {', '.join(f'{x:.3f}' for x in plain)})")
     print(f"plain torch.save + fsync:    median {med(plain_fsync):.3f} s")
     print(f"Checkpointer.save stall:     median {med(stall):.3f} s  (runs: {', '.join(f'{x:.3f}' for x in stall)})")
-    print(f"stall ratio to plain save:   {med(stall) / med(plain):.3f} of medians, "
-          f"{min(stall) / min(plain):.3f} of the fastest runs  (goal <= 1.1)")
-    print(f"inline save (no copy) stall: median {med(stall_inline):.3f} s, ratio {med(stall_inline) / med(plain):.3f}"
-          f" of medians, {min(stall_inline) / min(plain):.3f} of the fastest runs"
-          f"  (used when a second host copy would not fit in memory)")
+    print(
+        f"stall ratio to plain save:   {med(stall) / med(plain):.3f} of medians, "
+        f"{min(stall) / min(plain):.3f} of the fastest runs  (goal <= 1.1)"
+    )
+    print(
+        f"inline save (no copy) stall: median {med(stall_inline):.3f} s, ratio {med(stall_inline) / med(plain):.3f}"
+        f" of medians, {min(stall_inline) / min(plain):.3f} of the fastest runs"
+        f"  (used when a second host copy would not fit in memory)"
+    )
     print(f"durable (renamed, sidecar):  median {med(durable):.3f} s after the save began")
-    print(f"verify in a new process:     {verify_wall:.2f} s wall ({res.get('verify_seconds')} s loading and checking)"
-          f" -> verified={res['verified']} grade={res['grade']}")
+    print(
+        f"verify in a new process:     {verify_wall:.2f} s wall ({res.get('verify_seconds')} s loading and checking)"
+        f" -> verified={res['verified']} grade={res['grade']}"
+    )
     rate = metrics_rate()
-    print(f"runner.metrics.report:       {rate:,.0f} calls/s ({1e6 / rate:.1f} us a call)")
+    print(f"campaign_train.metrics.report:       {rate:,.0f} calls/s ({1e6 / rate:.1f} us a call)")
     return 0 if res["verified"] else 1
 
 
 def metrics_rate(n: int = 100_000) -> float:
-    from runner import metrics
+    from campaign_train import metrics
+
     t0 = time.perf_counter()
     for i in range(n):
         metrics.report(i, loss=0.5, dev_acc=0.1, truncated=1, samples=32)

@@ -42,8 +42,8 @@ def bench_plot() -> None:
         s = SeriesStore()
         x = np.arange(POINTS, dtype=np.float64)
         y = 3 * np.exp(-x / (1e5 * (i + 1))) + 0.2 * rng.random(POINTS)
-        for a in range(0, POINTS, 100_000):            # arrives in chunks, as from the file
-            s.append(x[a:a + 100_000], y[a:a + 100_000])
+        for a in range(0, POINTS, 100_000):  # arrives in chunks, as from the file
+            s.append(x[a : a + 100_000], y[a : a + 100_000])
         stores.append(s)
     load = time.perf_counter() - t
     width, height = 78, 14
@@ -59,17 +59,19 @@ def bench_plot() -> None:
                     traces.append(Trace(f"run{i}", "green", r.vmin, r.vmax, ema(r.mean, smooth) if smooth else None))
                 render_plot(traces, width, height, x_lo=0, x_hi=POINTS - 1, log=log)
                 times.append(time.perf_counter() - t)
-            print(f"plot: {N_RUNS} runs x {POINTS:,} points, {width}x{height}, smooth {smooth}, log {log}: "
-                  f"median {1000 * np.median(times):.1f} ms, max {1000 * max(times):.1f} ms a frame")
+            print(
+                f"plot: {N_RUNS} runs x {POINTS:,} points, {width}x{height}, smooth {smooth}, log {log}: "
+                f"median {1000 * np.median(times):.1f} ms, max {1000 * max(times):.1f} ms a frame"
+            )
     print(f"plot: appending {N_RUNS} x {POINTS:,} points into the pyramids took {load:.2f} s (once)")
 
 
-CHILD = r'''
+CHILD = r"""
 import sys, time, json, os
 t0 = time.perf_counter()
 sys.path[:0] = [{root!r}, {tests!r}]
 from console.app import make_app
-from runner.campaign import load_campaign
+from runner.campaign.model import load_campaign
 import psutil
 campaign = load_campaign({file!r})
 app = make_app(campaign=campaign, use_user_keymap=False, refresh_seconds=1.0)
@@ -103,13 +105,14 @@ async def main():
 import asyncio
 asyncio.run(main())
 print(json.dumps(out))
-'''
+"""
 
 
 def bench_live(idle_seconds: float = 20.0) -> None:
     from helpers_runner import STEPS_SCRIPT, kill_processes_under
-    from runner import control
-    from runner.campaign import load_campaign
+
+    from runner.campaign.model import load_campaign
+    from runner.daemon import control
 
     base = Path(tempfile.mkdtemp(prefix="bench-console-"))
     root = base / "camp"
@@ -117,12 +120,16 @@ def bench_live(idle_seconds: float = 20.0) -> None:
     (root / "steps.py").write_text(STEPS_SCRIPT)
     names = [f"v{i}" for i in range(N_RUNS)]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
-    text = (f'[campaign]\nname = "bench"\nquestion = "q"\n\n[bundle]\ngpu = "RTX 4090"\ndays = 3\n'
-            f'started_at = {started}\nretrieval_hours = 2\n\n[[phase]]\nname = "main"\n'
-            f'variants = [{", ".join(json.dumps(n) for n in names)}]\n')
-    for n in names:   # each run writes 10 metric lines a second
-        text += (f'\n[[variant]]\nname = "{n}"\ncategory = "essential"\n'
-                 f'command = ["{sys.executable}", "steps.py", "1000000", "0.1"]\nhours = 1\n')
+    text = (
+        f'[campaign]\nname = "bench"\nquestion = "q"\n\n[bundle]\ngpu = "RTX 4090"\ndays = 3\n'
+        f'started_at = {started}\nretrieval_hours = 2\n\n[[phase]]\nname = "main"\n'
+        f"variants = [{', '.join(json.dumps(n) for n in names)}]\n"
+    )
+    for n in names:  # each run writes 10 metric lines a second
+        text += (
+            f'\n[[variant]]\nname = "{n}"\ncategory = "essential"\n'
+            f'command = ["{sys.executable}", "steps.py", "1000000", "0.1"]\nhours = 1\n'
+        )
     text += '\n[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n'
     (root / "campaign.toml").write_text(text)
     campaign = load_campaign(root / "campaign.toml")
@@ -130,14 +137,16 @@ def bench_live(idle_seconds: float = 20.0) -> None:
     try:
         control.up(campaign)
         deadline = time.monotonic() + 60
-        from runner import client
+        from runner.daemon import client
+
         while time.monotonic() < deadline:
             snap = client.request(campaign, "status")
             if sum(1 for r in snap["runs"] if r["state"] == "running") == N_RUNS:
                 break
             time.sleep(0.5)
-        code = CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), file=str(root / "campaign.toml"),
-                            idle=idle_seconds)
+        code = CHILD.format(
+            root=str(ROOT), tests=str(ROOT / "tests"), file=str(root / "campaign.toml"), idle=idle_seconds
+        )
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
         if proc.returncode != 0:
             print(proc.stderr[-3000:])
@@ -145,8 +154,10 @@ def bench_live(idle_seconds: float = 20.0) -> None:
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         assert not res["torch"], "the console imported torch"
         print(f"start-up to first full frame: {res['first_frame_s']:.2f} s (fresh interpreter, imports included)")
-        print(f"idle CPU at 1 s refresh, {res['runs']} runs on a real runner ({res['points']:,} points loaded): "
-              f"{100 * res['cpu_share']:.1f} % of one core over {idle_seconds:g} s ({res['ticks']} ticks)")
+        print(
+            f"idle CPU at 1 s refresh, {res['runs']} runs on a real runner ({res['points']:,} points loaded): "
+            f"{100 * res['cpu_share']:.1f} % of one core over {idle_seconds:g} s ({res['ticks']} ticks)"
+        )
         print(f"RSS: {res['rss_mb']:.0f} MB; torch imported: {res['torch']}")
     finally:
         try:

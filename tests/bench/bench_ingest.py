@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from runner import metric_stream
-from runner.metric_stream import MetricStream, decode_lines_stdlib
+from runner.supervision import metric_stream
+from runner.supervision.metric_stream import MetricStream, decode_lines_stdlib
 
 
 def write_file(path: Path, n: int) -> int:
@@ -32,8 +32,10 @@ def write_file(path: Path, n: int) -> int:
                 continue
             t += 0.01
             loss = "NaN" if i % 10_000 == 9_999 else f"{rnd.uniform(0.5, 3):.6f}"
-            chunk.append(f'{{"t": {t:.3f}, "step": {i}, "loss": {loss}, "dev_acc": {rnd.random():.4f}, '
-                         f'"truncated": 0, "samples": 64}}')
+            chunk.append(
+                f'{{"t": {t:.3f}, "step": {i}, "loss": {loss}, "dev_acc": {rnd.random():.4f}, '
+                f'"truncated": 0, "samples": 64}}'
+            )
             if len(chunk) >= 10_000:
                 f.write("\n".join(chunk) + "\n")
                 chunk = []
@@ -56,8 +58,9 @@ def catch_up(path: Path) -> tuple[float, int, int]:
 def raw_msgspec(path: Path, repeat: int) -> float:
     """This host's ceiling: msgspec on the same lines without NaN or garbage, no file reading."""
     import msgspec
+
     data = path.read_bytes()
-    clean = b"\n".join(l for l in data.split(b"\n") if l.startswith(b"{") and b"NaN" not in l) + b"\n"
+    clean = b"\n".join(ln for ln in data.split(b"\n") if ln.startswith(b"{") and b"NaN" not in ln) + b"\n"
     n = clean.count(b"\n")
     dec = msgspec.json.Decoder()
     best = float("inf")
@@ -65,7 +68,7 @@ def raw_msgspec(path: Path, repeat: int) -> float:
         t0 = time.perf_counter()
         for i in range(0, len(clean), 8 << 20):
             j = clean.find(b"\n", min(len(clean) - 1, i + (8 << 20) - 1))
-            dec.decode_lines(clean[clean.rfind(b"\n", 0, i) + 1 if i else 0: j + 1])
+            dec.decode_lines(clean[clean.rfind(b"\n", 0, i) + 1 if i else 0 : j + 1])
         best = min(best, time.perf_counter() - t0)
     return n / best
 
@@ -78,11 +81,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "metrics.jsonl"
         size = write_file(path, args.lines)
-        print(f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
-              f"{args.lines:,} lines, {size / 1e6:.0f} MB")
+        print(f"host: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.lines:,} lines, {size / 1e6:.0f} MB")
         fast = min(catch_up(path) for _ in range(args.repeat))
         real = metric_stream.decode_lines
-        metric_stream.decode_lines = decode_lines_stdlib      # the same reader, stdlib decoding
+        metric_stream.decode_lines = decode_lines_stdlib  # the same reader, stdlib decoding
         try:
             slow = min(catch_up(path) for _ in range(args.repeat))
         finally:
@@ -90,8 +92,10 @@ def main() -> None:
         assert fast[1] == slow[1] and fast[2] == slow[2], (fast, slow)
         ceiling = raw_msgspec(path, args.repeat)
         for label, (dt, n, bad) in (("msgspec", fast), ("stdlib json", slow)):
-            print(f"  {label:12s} {n / dt:12,.0f} lines/s  ({n:,} records, {bad} garbage, {dt:.2f} s, "
-                  f"best of {args.repeat})")
+            print(
+                f"  {label:12s} {n / dt:12,.0f} lines/s  ({n:,} records, {bad} garbage, {dt:.2f} s, "
+                f"best of {args.repeat})"
+            )
         print(f"  ratio msgspec / stdlib: {slow[0] / fast[0]:.1f}x")
         print(f"  for scale, msgspec decode_lines alone on the clean lines, in memory: {ceiling:,.0f} lines/s")
 

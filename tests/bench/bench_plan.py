@@ -16,8 +16,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers_plan import variant, write_campaign  # noqa: E402
-from runner.campaign import load_campaign  # noqa: E402
-from runner.plan import plan_campaign, plan_text  # noqa: E402
+
+from runner.campaign.model import load_campaign  # noqa: E402
+from runner.campaign.plan import plan_campaign, plan_text  # noqa: E402
 
 
 def timed(fn, repeat: int = 5) -> float:
@@ -34,20 +35,29 @@ def main() -> None:
         for n in (3, 30, 300):
             cats = ("essential", "useful", "exploratory")
             vs = [variant(f"v{i}", 1 + i % 5, cats[i % 3]) for i in range(n)]
-            path = write_campaign(Path(tmp) / f"c{n}", bundle={"gpu": "B200", "price_usd": 500.0}, variants=vs,
-                                  phases=[{"name": "setup", "hours": 2},
-                                          {"name": "runs", "variants": [v["name"] for v in vs]}])
-            load = timed(lambda: load_campaign(path))
+            path = write_campaign(
+                Path(tmp) / f"c{n}",
+                bundle={"gpu": "B200", "price_usd": 500.0},
+                variants=vs,
+                phases=[{"name": "setup", "hours": 2}, {"name": "runs", "variants": [v["name"] for v in vs]}],
+            )
+            load = timed(lambda path=path: load_campaign(path))
             c = load_campaign(path)
-            plan = timed(lambda: plan_campaign(c))
-            text = timed(lambda: plan_text(plan_campaign(c)))
-            print(f"{n:4d} variants: load {load * 1e3:7.1f} ms  plan+options {plan * 1e3:7.1f} ms  "
-                  f"plan+text {text * 1e3:7.1f} ms")
+            plan = timed(lambda c=c: plan_campaign(c))
+            text = timed(lambda c=c: plan_text(plan_campaign(c)))
+            print(
+                f"{n:4d} variants: load {load * 1e3:7.1f} ms  plan+options {plan * 1e3:7.1f} ms  "
+                f"plan+text {text * 1e3:7.1f} ms"
+            )
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         example = str(ROOT / "examples" / "rank-ablation")
         for args in (["plan", example, "--json"], ["plan", example], ["check", example]):
-            wall = timed(lambda: subprocess.run([sys.executable, "-m", "runner", *args], env=env,
-                                                capture_output=True, check=True), repeat=3)
+            wall = timed(
+                lambda args=args: subprocess.run(
+                    [sys.executable, "-m", "runner", *args], env=env, capture_output=True, check=True
+                ),
+                repeat=3,
+            )
             print(f"campaign {' '.join(a for a in args if a != example):12s} end to end {wall * 1e3:7.0f} ms")
 
 

@@ -23,10 +23,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from runner import client, control  # noqa: E402
-from runner.campaign import load_campaign  # noqa: E402
+from runner.campaign.model import load_campaign  # noqa: E402
+from runner.daemon import client, control  # noqa: E402  (after the sys.path line above)
 
-WRITER = r'''
+WRITER = r"""
 import json, os, sys, time
 rate, seconds = float(sys.argv[1]), float(sys.argv[2])
 path = os.path.join(os.environ["CAMPAIGN_RUN_DIR"], "metrics.jsonl")
@@ -38,7 +38,7 @@ with open(path, "a") as f:
         f.flush()
         i += 1
         time.sleep(max(0.0, t0 + i / rate - time.time()))
-'''
+"""
 
 
 def catch_up(lines: int) -> None:
@@ -46,26 +46,48 @@ def catch_up(lines: int) -> None:
     as a restarted runner catches up on a run that went on without it."""
     import json
 
-    from runner import ledger as L
-    from runner.watcher import RunWatch
+    from runner.daemon.watcher import RunWatch
+    from runner.ledger import store as L
+
     base = Path(tempfile.mkdtemp(prefix="bench-catchup-"))
     try:
         rd = base / "runs" / "a-00000000"
         rd.mkdir(parents=True)
         with open(rd / "metrics.jsonl", "w") as f:
             for i in range(lines):
-                f.write(json.dumps({"t": 1e9 + i * 0.01, "step": i, "loss": 1.0 / (i + 1), "dev_acc": 0.5,
-                                    "truncated": 0, "samples": 32}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "t": 1e9 + i * 0.01,
+                            "step": i,
+                            "loss": 1.0 / (i + 1),
+                            "dev_acc": 0.5,
+                            "truncated": 0,
+                            "samples": 32,
+                        }
+                    )
+                    + "\n"
+                )
         led = L.Ledger(base / "ledger.sqlite")
-        run = {"id": "a-00000000", "variant": "a", "category": "essential", "config_hash": "00000000",
-               "state": "running", "run_dir": str(rd), "planned_hours": 1, "attempts": 1}
+        run = {
+            "id": "a-00000000",
+            "variant": "a",
+            "category": "essential",
+            "config_hash": "00000000",
+            "state": "running",
+            "run_dir": str(rd),
+            "planned_hours": 1,
+            "attempts": 1,
+        }
         led.insert_run(run)
         watch = RunWatch(led, run, root=base, metrics_regex=None, checkpoint_glob=None)
         t0 = time.perf_counter()
         watch.finish()
         dt = time.perf_counter() - t0
-        print(f"catch-up: {lines} lines into the ledger in {dt:.2f} s = {lines / dt:,.0f} lines/s "
-              f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+        print(
+            f"catch-up: {lines} lines into the ledger in {dt:.2f} s = {lines / dt:,.0f} lines/s "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
         watch.close()
         led.close()
     finally:
@@ -86,11 +108,15 @@ def main() -> int:
     names = [f"v{i}" for i in range(args.runs)]
     (base / "writer.py").write_text(WRITER)
     start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
-    text = [f'[campaign]\nname = "bench"\nquestion = "q"\n[bundle]\ngpu = "RTX 4090"\ndays = 3\n'
-            f'started_at = {start}\n[[phase]]\nname = "main"\nvariants = [{", ".join(repr(n).replace(chr(39), chr(34)) for n in names)}]\n']
+    text = [
+        f'[campaign]\nname = "bench"\nquestion = "q"\n[bundle]\ngpu = "RTX 4090"\ndays = 3\n'
+        f'started_at = {start}\n[[phase]]\nname = "main"\nvariants = [{", ".join(repr(n).replace(chr(39), chr(34)) for n in names)}]\n'
+    ]
     for n in names:
-        text.append(f'[[variant]]\nname = "{n}"\ncategory = "essential"\n'
-                    f'command = ["{sys.executable}", "writer.py", "{args.rate}", "{run_seconds}"]\nhours = 1\n')
+        text.append(
+            f'[[variant]]\nname = "{n}"\ncategory = "essential"\n'
+            f'command = ["{sys.executable}", "writer.py", "{args.rate}", "{run_seconds}"]\nhours = 1\n'
+        )
     text.append('[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n')
     (base / "campaign.toml").write_text("\n".join(text))
     os.environ["CAMPAIGN_SLOTS"] = str(args.runs)
@@ -122,7 +148,9 @@ def main() -> int:
         print(f"runs: {args.runs} writing {args.rate:g} lines/s each for {t1 - t0:.1f} s")
         print(f"lines ingested into the ledger: {lines1 - lines0} ({(lines1 - lines0) / (t1 - t0):.0f}/s)")
         print(f"runner CPU: {cpu * 100:.2f} % of one core (goal < 2 %)")
-        print(f"runner RSS: median {statistics.median(rss) / 2**20:.1f} MB, max {max(rss) / 2**20:.1f} MB (goal < 80 MB)")
+        print(
+            f"runner RSS: median {statistics.median(rss) / 2**20:.1f} MB, max {max(rss) / 2**20:.1f} MB (goal < 80 MB)"
+        )
         if sups:
             print(f"(supervisors, not the runner: {len(sups)} processes)")
     finally:

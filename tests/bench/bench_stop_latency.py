@@ -67,11 +67,18 @@ def make_run(base: Path, name: str, script: str, rules: list[dict]) -> Path:
     run_dir.mkdir(parents=True)
     (camp / "train.py").write_text(script)
     argv = [sys.executable, "train.py"]
-    (run_dir / "run.toml").write_text(tomli_w.dumps({
-        "run": {"id": name, "variant": "v", "root": str(camp)},
-        "variant": {"name": "v", "command": argv}, "rule": rules}))
-    (run_dir / "launch.json").write_text(json.dumps({"attempt": 1, "argv": argv, "env": {},
-                                                     "grace_seconds": 5, "resume_from": None}))
+    (run_dir / "run.toml").write_text(
+        tomli_w.dumps(
+            {
+                "run": {"id": name, "variant": "v", "root": str(camp)},
+                "variant": {"name": "v", "command": argv},
+                "rule": rules,
+            }
+        )
+    )
+    (run_dir / "launch.json").write_text(
+        json.dumps({"attempt": 1, "argv": argv, "env": {}, "grace_seconds": 5, "resume_from": None})
+    )
     return run_dir
 
 
@@ -79,8 +86,13 @@ def start_supervisor(run_dir: Path, poll: bool, flush_lines: int = 1) -> subproc
     env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_FLUSH_LINES=str(flush_lines))
     if poll:
         env["CAMPAIGN_SUPERVISOR_POLL"] = "1"
-    return subprocess.Popen([sys.executable, "-m", "runner.supervisor", str(run_dir)], env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner.supervision.supervisor", str(run_dir)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -107,29 +119,38 @@ def latency(trials: int, poll: bool) -> None:
     mode = "fallback poll" if poll else "inotify"
     print(f"stop latency ({mode}), {len(to_term)} trials, ms from the NaN line written to:")
     for label, xs in (("SIGTERM sent", to_term), ("process tree gone", to_gone)):
-        print(f"  {label:18s} median {statistics.median(xs):7.2f}  p99 {pct(xs, 0.99):7.2f}  "
-              f"min {min(xs):7.2f}  max {max(xs):7.2f}")
+        print(
+            f"  {label:18s} median {statistics.median(xs):7.2f}  p99 {pct(xs, 0.99):7.2f}  "
+            f"min {min(xs):7.2f}  max {max(xs):7.2f}"
+        )
 
 
 def cpu(seconds: float, flush_lines: int, poll: bool, runs: int = 8) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sups = []
         for n in range(runs):
-            run_dir = make_run(Path(tmp), f"s{n}", STEADY, [{"kind": "nonfinite"}, {"kind": "truncated"},
-                                                            {"kind": "stalled", "within": "1m"}])
+            run_dir = make_run(
+                Path(tmp),
+                f"s{n}",
+                STEADY,
+                [{"kind": "nonfinite"}, {"kind": "truncated"}, {"kind": "stalled", "within": "1m"}],
+            )
             sups.append(start_supervisor(run_dir, poll=poll, flush_lines=flush_lines))
         try:
-            time.sleep(3.0)                             # imports and start-up are not steady state
+            time.sleep(3.0)  # imports and start-up are not steady state
             procs = [psutil.Process(s.pid) for s in sups]
             before = [sum(p.cpu_times()[:2]) for p in procs]
-            lines_before = [(Path(tmp) / f"s{n}" / "runs" / f"s{n}" / "metrics.jsonl").stat().st_size for n in range(runs)]
+            lines_before = [
+                (Path(tmp) / f"s{n}" / "runs" / f"s{n}" / "metrics.jsonl").stat().st_size for n in range(runs)
+            ]
             t0 = time.monotonic()
             time.sleep(seconds)
             wall = time.monotonic() - t0
             after = [sum(p.cpu_times()[:2]) for p in procs]
             rss = [p.memory_info().rss for p in procs]
-            grown = sum((Path(tmp) / f"s{n}" / "runs" / f"s{n}" / "metrics.jsonl").stat().st_size
-                        for n in range(runs)) - sum(lines_before)
+            grown = sum(
+                (Path(tmp) / f"s{n}" / "runs" / f"s{n}" / "metrics.jsonl").stat().st_size for n in range(runs)
+            ) - sum(lines_before)
         finally:
             for s in sups:
                 s.terminate()
@@ -138,10 +159,14 @@ def cpu(seconds: float, flush_lines: int, poll: bool, runs: int = 8) -> None:
     used = [(a - b) / wall * 100 for a, b in zip(after, before)]
     how = "a write per line" if flush_lines == 1 else f"a write per {flush_lines} lines"
     how += ", fallback poll" if poll else ", inotify"
-    print(f"supervisors' CPU while {runs} runs each write 100 lines/s, {how} ({wall:.1f} s, "
-          f"{grown / 1e6:.2f} MB of metrics):")
-    print(f"  all {runs} together {sum(used):.2f}% of one core; per supervisor median "
-          f"{statistics.median(used):.2f}%, max {max(used):.2f}%")
+    print(
+        f"supervisors' CPU while {runs} runs each write 100 lines/s, {how} ({wall:.1f} s, "
+        f"{grown / 1e6:.2f} MB of metrics):"
+    )
+    print(
+        f"  all {runs} together {sum(used):.2f}% of one core; per supervisor median "
+        f"{statistics.median(used):.2f}%, max {max(used):.2f}%"
+    )
     print(f"  RSS per supervisor median {statistics.median(rss) / 2**20:.1f} MiB, max {max(rss) / 2**20:.1f} MiB")
 
 

@@ -58,12 +58,17 @@ def gpu_lines(reading: GpuReading) -> Text:
         out.append(f"{g.index} {_short_name(g.name)[:10]:<10} ", style="bold")
         out.append_text(bar(g.utilization_percent))
         out.append(f" {_na(g.utilization_percent, '{:.0f}%'):>4} ")
-        mem_pct = (100 * g.memory_used_bytes / g.memory_total_bytes
-                   if g.memory_used_bytes is not None and g.memory_total_bytes else None)
+        mem_pct = (
+            100 * g.memory_used_bytes / g.memory_total_bytes
+            if g.memory_used_bytes is not None and g.memory_total_bytes
+            else None
+        )
         out.append("mem ")
-        out.append(f"{_na(g.memory_used_bytes and g.memory_used_bytes / 2**30, '{:.1f}')}"
-                   f"/{_na(g.memory_total_bytes and g.memory_total_bytes / 2**30, '{:.0f}')}G",
-                   style="red" if mem_pct and mem_pct > 95 else "")
+        out.append(
+            f"{_na(g.memory_used_bytes and g.memory_used_bytes / 2**30, '{:.1f}')}"
+            f"/{_na(g.memory_total_bytes and g.memory_total_bytes / 2**30, '{:.0f}')}G",
+            style="red" if mem_pct and mem_pct > 95 else "",
+        )
         out.append(f" {_na(g.temperature_c, '{:.0f}°C'):>5} {_na(g.power_w, '{:.0f}W'):>5} ")
         runs = runs_by_gpu.get(g.index)
         out.append(", ".join(runs) if runs else "idle", style="cyan" if runs else "dim")

@@ -31,9 +31,15 @@ class ExpiryBanner(Static):
             self.set_class(expiry.level == level, f"-{level}")
         template = MESSAGES.get(expiry.level)
         if template:
-            self.update(Text(template.format(
-                to_retrieve=fmt_span(expiry.to_retrieve_seconds),
-                remaining=fmt_span(expiry.remaining_seconds)), no_wrap=True, overflow="ellipsis"))
+            self.update(
+                Text(
+                    template.format(
+                        to_retrieve=fmt_span(expiry.to_retrieve_seconds), remaining=fmt_span(expiry.remaining_seconds)
+                    ),
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
 
 
 class ConnectionBanner(Static):
@@ -51,8 +57,12 @@ class ConnectionBanner(Static):
         # lines cut it off, so the fix goes first and the details after.
         why, sep, fix = down_reason.rpartition(": start it with ")
         lead = f" — start it with {fix}" if sep else ""
-        self.update(Text(f"runner not answering, reconnecting (try {tries}){lead}{ago}: "
-                         f"{why if sep else down_reason}", overflow="ellipsis"))
+        self.update(
+            Text(
+                f"runner not answering, reconnecting (try {tries}){lead}{ago}: {why if sep else down_reason}",
+                overflow="ellipsis",
+            )
+        )
 
 
 class PilotBanner(Static):

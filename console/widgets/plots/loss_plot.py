@@ -90,7 +90,9 @@ class LossPlot(Widget):
 
     def draw(self, width: int, height: int) -> Text:
         view = "all running" if self.show_all else "selected vs control"
-        note = f"[{view}{' · log' if self.log_scale else ''}{f' · smooth {self.smoothing:g}' if self.smoothing else ''}]"
+        note = (
+            f"[{view}{' · log' if self.log_scale else ''}{f' · smooth {self.smoothing:g}' if self.smoothing else ''}]"
+        )
         series = [(rid, color, self.tails.series(rid)) for rid, color in self.visible_runs()]
         series = [(rid, color, s) for rid, color, s in series if s is not None and len(s)]
         if not series or width < 20 or height < 4:

@@ -13,8 +13,15 @@ from rich.text import Text
 
 from console.fmt import as_float, fmt_loss, format_duration
 
-STATE_STYLE = {"running": "bold green", "queued": "cyan", "finished": "blue", "failed": "bold red",
-               "stopped": "bold magenta", "aborted": "yellow", "refused": "red"}
+STATE_STYLE = {
+    "running": "bold green",
+    "queued": "cyan",
+    "finished": "blue",
+    "failed": "bold red",
+    "stopped": "bold magenta",
+    "aborted": "yellow",
+    "refused": "red",
+}
 CATEGORY_MARK = {"essential": "E", "useful": "U", "exploratory": "X"}
 CATEGORY_STYLE = {"essential": "bold", "useful": "", "exploratory": "magenta"}
 ENDED_WITH_REASON = ("stopped", "aborted", "failed", "refused")
@@ -128,7 +135,7 @@ def checkpoint_cell(run: dict) -> Text:
         if step is None:
             return Text("-", style="dim")
         ok = run.get("checkpoint_verified")
-        if ok is False:                           # graded and refused: not a resume point
+        if ok is False:  # graded and refused: not a resume point
             return Text(f"@{step} ✗", style="red")
         return Text(f"@{step}" + (" ✓" if ok else " ?"), style="green" if ok else "yellow")
     secs = as_float(run.get("next_checkpoint_seconds"))
@@ -151,11 +158,12 @@ def rules_cell(run: dict) -> Text:
     if fired:
         r = fired[0]
         value = r.get("value")
-        return Text(f"✗ {r.get('text') or r.get('kind')}" + (f" ({value})" if value is not None else ""),
-                    style="bold red")
+        return Text(
+            f"✗ {r.get('text') or r.get('kind')}" + (f" ({value})" if value is not None else ""), style="bold red"
+        )
     if not rules:
         return Text("-", style="dim")
-    if state == "queued":             # nothing to judge before it runs
+    if state == "queued":  # nothing to judge before it runs
         return Text(f"{len(rules)} rule{'' if len(rules) == 1 else 's'}", style="dim")
     waiting = sum(1 for r in rules if r.get("state") == "waiting")
     ok = len(rules) - waiting

@@ -22,9 +22,9 @@ from textual.widgets import DataTable
 
 from console.widgets.runs.cells import row_cells
 
-GAP = 1                   # one space before each column (cell_padding is 0: the table spends no more)
-SCROLLBAR = 1             # kept free for the vertical scrollbar, so no row ever scrolls sideways
-FULL_RULES_MIN = 24       # the full layout is used when its rules column would get this much
+GAP = 1  # one space before each column (cell_padding is 0: the table spends no more)
+SCROLLBAR = 1  # kept free for the vertical scrollbar, so no row ever scrolls sideways
+FULL_RULES_MIN = 24  # the full layout is used when its rules column would get this much
 RULES_MIN = 8
 ID_MAX = 30
 
@@ -33,17 +33,31 @@ ID_MAX = 30
 class Column:
     key: str
     label: str
-    width: int                  # content width; 0: from the widest cell (ids)
+    width: int  # content width; 0: from the widest cell (ids)
     right: bool = False
 
 
-COMPACT = (Column("id", "E/U/X run", 0), Column("state", "state", 8), Column("step", "step", 5, True),
-           Column("loss", "loss", 6, True), Column("hours", "run/plan", 8, True), Column("ckpt", "ckpt", 9),
-           Column("rules", "rules", 0))
-FULL = (Column("id", "run", 0), Column("cat", "category", 11), Column("state", "state", 8),
-        Column("step", "step", 9, True), Column("loss", "loss", 8, True), Column("elapsed", "elapsed", 8, True),
-        Column("planned", "plan", 5, True), Column("expected", "expect", 6, True),
-        Column("ckpt", "next ckpt", 10), Column("rules", "rules", 0))
+COMPACT = (
+    Column("id", "E/U/X run", 0),
+    Column("state", "state", 8),
+    Column("step", "step", 5, True),
+    Column("loss", "loss", 6, True),
+    Column("hours", "run/plan", 8, True),
+    Column("ckpt", "ckpt", 9),
+    Column("rules", "rules", 0),
+)
+FULL = (
+    Column("id", "run", 0),
+    Column("cat", "category", 11),
+    Column("state", "state", 8),
+    Column("step", "step", 9, True),
+    Column("loss", "loss", 8, True),
+    Column("elapsed", "elapsed", 8, True),
+    Column("planned", "plan", 5, True),
+    Column("expected", "expect", 6, True),
+    Column("ckpt", "next ckpt", 10),
+    Column("rules", "rules", 0),
+)
 LAYOUTS = {"compact": COMPACT, "full": FULL}
 
 
@@ -66,14 +80,15 @@ def wrap_lines(text: Text, width: int, max_lines: int) -> list[str]:
     """The words of `text` on at most `max_lines` lines of `width` (the last one ellipsized)."""
     lines = textwrap.wrap(text.plain, width, break_long_words=True, break_on_hyphens=False) or [""]
     if len(lines) > max_lines:
-        rest = " ".join(lines[max_lines - 1:])
-        lines = lines[:max_lines - 1] + [rest[:width - 1] + "…"]
+        rest = " ".join(lines[max_lines - 1 :])
+        lines = lines[: max_lines - 1] + [rest[: width - 1] + "…"]
     return lines
 
 
 @dataclass(frozen=True)
 class Shape:
     """What the rows were built for: a change of any part rebuilds them."""
+
     layout: str
     widths: tuple[int, ...]
     heights: tuple[tuple[str, int], ...]
@@ -86,7 +101,7 @@ class RunsTable(DataTable):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, cell_padding=0, **kwargs)
-        self._runs: dict[str, dict] = {}          # every run seen, in first-seen order
+        self._runs: dict[str, dict] = {}  # every run seen, in first-seen order
         self._shape: Shape | None = None
 
     def on_mount(self) -> None:
@@ -157,8 +172,11 @@ class RunsTable(DataTable):
         for col, width in zip(columns, shape.widths):
             self.add_column(fit(Text(col.label, style="bold"), width, col.right), width=width + GAP, key=col.key)
         for rid, cells, height in rows:
-            self.add_row(*(self._render(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
-                         key=rid, height=height)
+            self.add_row(
+                *(self._render(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
+                key=rid,
+                height=height,
+            )
         self._shape = shape
         if selected is not None and selected in self.rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)

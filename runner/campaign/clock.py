@@ -1,0 +1,41 @@
+"""The rental clock: how long the bundle has left and how loudly to say so.
+
+Levels (CONTRACT.md): "ok"; "warning" once the retrieval deadline is within `warn_hours`;
+"critical" at or past the retrieval deadline (files must already be leaving the host);
+"expired" once the window has closed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from runner.campaign.model import Bundle
+
+LEVELS = ("ok", "warning", "critical", "expired")
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    level: str
+    remaining_seconds: float  # until expiry (negative once expired)
+    to_retrieve_seconds: float  # until the retrieval deadline (negative once past)
+    expires_at: dt.datetime
+    retrieve_by: dt.datetime
+
+
+def read_clock(bundle: Bundle, now: float | None = None) -> ClockReading:
+    """Where the window stands at `now` (epoch seconds; default the current time)."""
+    now = time.time() if now is None else now
+    remaining = bundle.expires_at.timestamp() - now
+    to_retrieve = bundle.retrieve_by.timestamp() - now
+    if remaining <= 0:
+        level = "expired"
+    elif to_retrieve <= 0:
+        level = "critical"
+    elif to_retrieve <= bundle.warn_hours * 3600:
+        level = "warning"
+    else:
+        level = "ok"
+    return ClockReading(level, remaining, to_retrieve, bundle.expires_at, bundle.retrieve_by)

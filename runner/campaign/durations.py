@@ -1,0 +1,61 @@
+"""Durations as users write them in campaign files: "90s", "30m", "2h", "1h30m", "1.5h"."""
+
+from __future__ import annotations
+
+import re
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text`; raises ValueError with a readable reason when it does not parse."""
+    if not isinstance(text, str):
+        raise ValueError(f'expected a duration such as "30m", got {text!r}')
+    s = text.strip().lower().replace(" ", "")
+    pos, total = 0, 0.0
+    for m in _PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f'cannot read duration {text!r}: use a number and a unit, e.g. "90s", "30m", "2h"')
+    if total <= 0:
+        raise ValueError(f"duration {text!r} must be more than zero")
+    return total
+
+
+def format_duration(seconds: float | None) -> str:
+    """Compact human form: 1d 02:03:04, 2:03:04, 3:04 ("-" for None); negative shows a minus."""
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    s = int(abs(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{sign}{d}d {h:02d}:{m:02d}:{s:02d}"
+    if h:
+        return f"{sign}{h}:{m:02d}:{s:02d}"
+    return f"{sign}{m}:{s:02d}"
+
+
+def format_span(seconds: float | None) -> str:
+    """A span with its units, for what a tired person must not misread ("22:00": 22 minutes or
+    22 hours?): "45s", "22m 05s", "3h 12m", "2d 03h"."""
+    if seconds is None:
+        return "-"
+    sign = "-" if seconds < 0 else ""
+    s = int(abs(seconds))
+    d, rest = divmod(s, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    if d:
+        return f"{sign}{d}d {h:02d}h"
+    if h:
+        return f"{sign}{h}h {m:02d}m"
+    if m:
+        return f"{sign}{m}m {sec:02d}s"
+    return f"{sign}{sec}s"

@@ -1,0 +1,657 @@
+"""The campaign file (`campaign.toml`) as typed, immutable objects.
+
+Loading validates everything CONTRACT.md fixes and fails with a `CampaignError` naming the file,
+the line (found by `toml_lines`) and the field. Nothing here plans, launches or prices beyond
+resolving the bundle's price from the catalog: those are other modules' jobs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.campaign.catalog import load_catalog
+from runner.campaign.durations import parse_duration
+from runner.campaign.errors import CampaignError
+from runner.campaign.toml_lines import KeyLines
+
+CATEGORIES = ("essential", "useful", "exploratory")
+RULE_KINDS = ("nonfinite", "below", "above", "truncated", "no_resume_point", "stalled")
+RULE_KEYS = {  # the fields each rule kind takes, besides `kind` and `variants`
+    "nonfinite": {"metric"},
+    "below": {"metric", "threshold", "after_step"},
+    "above": {"metric", "threshold", "after_step"},
+    "truncated": {"max_fraction"},
+    "no_resume_point": {"within"},
+    "stalled": {"within"},
+}
+PHASE_USES = ("gpu", "host", "human")
+VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
+CAMPAIGN_FILE = "campaign.toml"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What answers the question, fixed before the trial."""
+
+    metric: str
+    control: str
+    higher_is_better: bool = True
+    min_gain: float = 0.0
+
+
+@dataclass(frozen=True)
+class Bundle:
+    provider: str
+    gpu: str
+    days: int
+    started_at: dt.datetime  # aware, UTC
+    price_usd: float
+    price_from_catalog: bool
+    gpus: int
+    retrieval_hours: float = 2.0
+    warn_hours: float = 12.0  # the console warns this long before the retrieval deadline
+    order_ref: str | None = None
+    catalog: str | None = None  # the user's catalog file, when not the built-in one
+
+    @property
+    def window_hours(self) -> float:
+        return self.days * 24.0
+
+    @property
+    def expires_at(self) -> dt.datetime:
+        return self.started_at + dt.timedelta(days=self.days)
+
+    @property
+    def retrieve_by(self) -> dt.datetime:
+        return self.expires_at - dt.timedelta(hours=self.retrieval_hours)
+
+    @property
+    def plan_label(self) -> str:
+        return f"{self.days}d"
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    uses: str = "gpu"
+    hours: float | None = None  # None for a phase that only runs variants
+    variants: tuple[str, ...] = ()
+    with_: str | None = None
+    before_window: bool = False
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    category: str
+    command: tuple[str, ...]
+    hours: float
+    checkpoint_every_s: float | None = None
+    gpus: int = 1
+    resume_command: tuple[str, ...] | None = None
+    metrics_regex: str | None = None
+    checkpoint_glob: str | None = None
+    base_revision: str | None = None
+    adapter: bool = False
+    expects: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs, part of the run's identity
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    metric: str | None = None
+    threshold: float | None = None
+    after_step: int = 0
+    max_fraction: float | None = None
+    within_s: float | None = None
+    variants: tuple[str, ...] = ()  # empty: every variant
+
+    def applies_to(self, variant: str) -> bool:
+        return not self.variants or variant in self.variants
+
+    def describe(self) -> str:
+        """One short line a person reads in a table: what breaks this rule."""
+        if self.kind == "nonfinite":
+            return f"{self.metric} not finite"
+        if self.kind == "below":
+            return f"{self.metric} < {self.threshold:g} after step {self.after_step}"
+        if self.kind == "above":
+            return f"{self.metric} > {self.threshold:g} after step {self.after_step}"
+        if self.kind == "truncated":
+            return f"truncated fraction > {self.max_fraction:g}"
+        if self.kind == "no_resume_point":
+            return f"no verified checkpoint within {self.within_s / 60:g} min"
+        return f"no new metric for {self.within_s / 60:g} min"
+
+
+@dataclass(frozen=True)
+class Spend:
+    what: str
+    usd: float
+
+
+@dataclass(frozen=True)
+class Campaign:
+    path: Path  # the campaign file
+    name: str
+    question: str
+    output_dir: str
+    bundle: Bundle
+    phases: tuple[Phase, ...]
+    variants: tuple[Variant, ...]
+    rules: tuple[Rule, ...]
+    spend: tuple[Spend, ...] = ()
+    decision: Decision | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def root(self) -> Path:
+        """The campaign folder: everything the tool writes stays inside it."""
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".campaign"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def output_path(self) -> Path:
+        return self.root / self.output_dir
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def rules_for(self, variant: str) -> tuple[Rule, ...]:
+        return tuple(r for r in self.rules if r.applies_to(variant))
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def resolve_campaign_path(file: str | Path | None) -> Path:
+    """A campaign file or its folder (default ./campaign.toml) as an absolute file path."""
+    p = Path(file) if file else Path(CAMPAIGN_FILE)
+    if p.is_dir():
+        p = p / CAMPAIGN_FILE
+    return p.absolute()
+
+
+def load_campaign(file: str | Path | None = None) -> Campaign:
+    path = resolve_campaign_path(file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CampaignError(
+            "no campaign file here: run `campaign init` to write one, or name the file or its folder", file=path
+        ) from None
+    except UnicodeDecodeError as exc:
+        raw = path.read_bytes()
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise CampaignError("not UTF-8 text: save the file as UTF-8 (TOML requires it)", file=path, line=line) from None
+    except OSError as exc:
+        raise CampaignError(f"cannot read: {exc.strerror}", file=path) from exc
+    return parse_campaign(text, path)
+
+
+def parse_campaign(text: str, path: Path) -> Campaign:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise CampaignError(f"not valid TOML: {exc}", file=path, line=int(m.group(1)) if m else None) from None
+    return _Reader(data, path, KeyLines(text)).campaign()
+
+
+class _Reader:
+    """Walks the parsed TOML once, checking each table against the fields it may hold."""
+
+    def __init__(self, data: dict[str, Any], path: Path, lines: KeyLines) -> None:
+        self.data = data
+        self.path = path
+        self.lines = lines
+
+    # -- error helpers ------------------------------------------------------------------------
+    def fail(self, msg: str, table: str, index: int | None = None, key: str | None = None) -> CampaignError:
+        label = table if index is None else f"{table}[{index}]"
+        fieldname = f"{label}.{key}" if key else label
+        if table == "file" and key:  # a top-level table or key: name it alone
+            fieldname = key
+        return CampaignError(msg, file=self.path, line=self.lines.line(table, index, key), field=fieldname)
+
+    def check_keys(self, tbl: dict, allowed: set[str], table: str, index: int | None = None) -> None:
+        for key in tbl:
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise self.fail(f"unknown key {key!r} (known: {known})", table, index, key)
+
+    def get(
+        self,
+        tbl: dict,
+        key: str,
+        kind: type | tuple,
+        table: str,
+        index: int | None = None,
+        *,
+        required: bool = False,
+        default: Any = None,
+    ) -> Any:
+        if key not in tbl:
+            if required:
+                raise self.fail("is required", table, index, key)
+            return default
+        value = tbl[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if not ok:
+            names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+            raise self.fail(f"expected {names}, got {value!r}", table, index, key)
+        return value
+
+    def str_list(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = None,
+        *,
+        required: bool = False,
+        non_empty: bool = False,
+    ) -> tuple[str, ...] | None:
+        value = self.get(tbl, key, list, table, index, required=required)
+        if value is None:
+            return None
+        if not all(isinstance(x, str) for x in value):
+            raise self.fail("expected a list of strings", table, index, key)
+        if non_empty and not value:
+            raise self.fail("must not be empty", table, index, key)
+        return tuple(value)
+
+    def duration(
+        self, tbl: dict, key: str, table: str, index: int | None = None, *, required: bool = False
+    ) -> float | None:
+        value = self.get(tbl, key, str, table, index, required=required)
+        if value is None:
+            return None
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise self.fail(str(exc), table, index, key) from None
+
+    def positive(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = None,
+        *,
+        required: bool = False,
+        default: float | None = None,
+        allow_zero: bool = False,
+    ) -> float | None:
+        value = self.get(tbl, key, (int, float), table, index, required=required, default=default)
+        if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+            raise self.fail(
+                f"must be {'zero or more' if allow_zero else 'more than zero'}, got {value!r}", table, index, key
+            )
+        return float(value) if value is not None else None
+
+    # -- tables -------------------------------------------------------------------------------
+    def campaign(self) -> Campaign:
+        self.check_keys(self.data, {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend"}, "file")
+        top = self.table("campaign", required=True)
+        self.check_keys(top, {"name", "question", "output_dir"}, "campaign")
+        name = self.get(top, "name", str, "campaign", required=True)
+        question = self.get(top, "question", str, "campaign", required=True)
+        output_dir = self.get(top, "output_dir", str, "campaign", default="deliverables")
+        if Path(output_dir).is_absolute() or ".." in Path(output_dir).parts:
+            raise self.fail("must be a folder inside the campaign folder", "campaign", None, "output_dir")
+        variants = self.variants()
+        names = {v.name for v in variants}
+        phases = self.phases(names)
+        rules = self.rules(names)
+        bundle = self.bundle()
+        for i, v in enumerate(variants):
+            if v.gpus > bundle.gpus:
+                raise self.fail(
+                    f"{v.name!r} needs {v.gpus} GPUs on one host; the {bundle.gpu} bundle has "
+                    f"{bundle.gpus} (two bundles never pool GPUs)",
+                    "variant",
+                    i,
+                    "gpus",
+                )
+        return Campaign(
+            path=self.path,
+            name=name,
+            question=question,
+            output_dir=output_dir,
+            bundle=bundle,
+            phases=phases,
+            variants=variants,
+            rules=rules,
+            spend=self.spend(),
+            decision=self.decision(names),
+            raw=self.data,
+        )
+
+    def table(self, key: str, *, required: bool = False) -> dict:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise self.fail(f"the [{key}] table is required", key)
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(f"expected a [{key}] table", key)
+        return value
+
+    def array(self, key: str) -> list[dict]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+            raise self.fail(f"expected [[{key}]] tables", key)
+        return value
+
+    def decision(self, names: set[str]) -> Decision | None:
+        tbl = self.table("decision")
+        if not tbl:
+            return None
+        self.check_keys(tbl, {"metric", "higher_is_better", "min_gain", "control"}, "decision")
+        control = self.get(tbl, "control", str, "decision", required=True)
+        if control not in names:
+            raise self.fail(f"names variant {control!r}, which is not declared", "decision", None, "control")
+        return Decision(
+            metric=self.get(tbl, "metric", str, "decision", required=True),
+            control=control,
+            higher_is_better=self.get(tbl, "higher_is_better", bool, "decision", default=True),
+            min_gain=float(self.get(tbl, "min_gain", (int, float), "decision", default=0.0)),
+        )
+
+    def bundle(self) -> Bundle:
+        t = "bundle"
+        tbl = self.table(t, required=True)
+        self.check_keys(
+            tbl,
+            {
+                "provider",
+                "gpu",
+                "days",
+                "started_at",
+                "price_usd",
+                "gpus",
+                "order_ref",
+                "retrieval_hours",
+                "warn_hours",
+                "catalog",
+            },
+            t,
+        )
+        provider = self.get(tbl, "provider", str, t, default="IteraGPU")
+        gpu = self.get(tbl, "gpu", str, t, required=True)
+        days = self.get(tbl, "days", int, t, required=True)
+        started = self.get(tbl, "started_at", (dt.datetime, str), t, required=True)
+        if isinstance(started, str):
+            try:
+                started = dt.datetime.fromisoformat(started.replace("Z", "+00:00"))
+            except ValueError:
+                raise self.fail(
+                    f"expected a date and time such as 2026-11-29T09:00:00Z, got {started!r}", t, None, "started_at"
+                ) from None
+        if started.tzinfo is None:
+            raise self.fail("needs a time zone, e.g. 2026-11-29T09:00:00Z", t, None, "started_at")
+        started = started.astimezone(dt.UTC)
+        catalog_file = self.get(tbl, "catalog", str, t)
+        catalog_path = (self.path.parent / catalog_file) if catalog_file else None
+        if catalog_path is not None and not catalog_path.is_file():
+            raise self.fail(f"no catalog file at {catalog_path}", t, None, "catalog")
+        catalog = load_catalog(catalog_path)
+        offer = catalog.find(provider, gpu)
+        if offer is None:
+            raise self.fail(
+                f"{provider} {gpu!r} is not in the {catalog.source} (known: {', '.join(catalog.names())})",
+                t,
+                None,
+                "gpu",
+            )
+        if days not in offer.days:
+            raise self.fail(
+                f"{provider} {offer.gpu} is sold for {', '.join(map(str, offer.days))} days, not {days}",
+                t,
+                None,
+                "days",
+            )
+        price = self.positive(tbl, "price_usd", t, allow_zero=False)
+        from_catalog = price is None
+        if price is None:
+            price = offer.price(days)
+            if price is None:
+                raise self.fail(
+                    f"the catalog gives no price for {provider} {offer.gpu} {days} days: "
+                    "set price_usd to what the order cost",
+                    t,
+                    None,
+                    "price_usd",
+                )
+        gpus = self.get(tbl, "gpus", int, t, default=offer.gpus)
+        if gpus < 1:
+            raise self.fail("must be at least 1", t, None, "gpus")
+        return Bundle(
+            provider=offer.provider,
+            gpu=offer.gpu,
+            days=days,
+            started_at=started,
+            price_usd=float(price),
+            price_from_catalog=from_catalog,
+            gpus=gpus,
+            retrieval_hours=self.positive(tbl, "retrieval_hours", t, default=2.0, allow_zero=True),
+            warn_hours=self.positive(tbl, "warn_hours", t, default=12.0, allow_zero=True),
+            order_ref=self.get(tbl, "order_ref", str, t),
+            catalog=str(catalog_path) if catalog_path else None,
+        )
+
+    def variants(self) -> tuple[Variant, ...]:
+        t = "variant"
+        out: list[Variant] = []
+        seen: set[str] = set()
+        items = self.array(t)
+        if not items:
+            raise self.fail("declare at least one [[variant]]", t)
+        for i, tbl in enumerate(items):
+            self.check_keys(
+                tbl,
+                {
+                    "name",
+                    "category",
+                    "command",
+                    "hours",
+                    "checkpoint_every",
+                    "gpus",
+                    "resume_command",
+                    "metrics_regex",
+                    "checkpoint_glob",
+                    "base_revision",
+                    "adapter",
+                    "expects",
+                    "env",
+                },
+                t,
+                i,
+            )
+            name = self.get(tbl, "name", str, t, i, required=True)
+            if not VARIANT_NAME.match(name):
+                raise self.fail(f"{name!r} may hold only a-z, 0-9, '_' and '-'", t, i, "name")
+            if name in seen:
+                raise self.fail(f"{name!r} is declared twice", t, i, "name")
+            seen.add(name)
+            category = self.get(tbl, "category", str, t, i, required=True)
+            if category not in CATEGORIES:
+                raise self.fail(f"{category!r} is not one of {', '.join(CATEGORIES)}", t, i, "category")
+            regex = self.get(tbl, "metrics_regex", str, t, i)
+            if regex is not None:
+                try:
+                    compiled = re.compile(regex)
+                except re.error as exc:
+                    raise self.fail(f"not a valid regular expression: {exc}", t, i, "metrics_regex") from None
+                if not compiled.groupindex:
+                    raise self.fail("needs named groups, e.g. (?P<step>\\d+) and (?P<loss>\\S+)", t, i, "metrics_regex")
+            env = self.get(tbl, "env", dict, t, i, default={})
+            if not all(isinstance(v, str) for v in env.values()):
+                raise self.fail("values must be strings", t, i, "env")
+            gpus = self.get(tbl, "gpus", int, t, i, default=1)
+            if gpus < 0:
+                raise self.fail("must be 0 or more", t, i, "gpus")
+            out.append(
+                Variant(
+                    name=name,
+                    category=category,
+                    command=self.str_list(tbl, "command", t, i, required=True, non_empty=True),
+                    hours=self.positive(tbl, "hours", t, i, required=True),
+                    checkpoint_every_s=self.duration(tbl, "checkpoint_every", t, i),
+                    gpus=gpus,
+                    resume_command=self.str_list(tbl, "resume_command", t, i, non_empty=True),
+                    metrics_regex=regex,
+                    checkpoint_glob=self.get(tbl, "checkpoint_glob", str, t, i),
+                    base_revision=self.get(tbl, "base_revision", str, t, i),
+                    adapter=self.get(tbl, "adapter", bool, t, i, default=False),
+                    expects=self.str_list(tbl, "expects", t, i) or (),
+                    env=tuple(sorted(env.items())),
+                )
+            )
+        return tuple(out)
+
+    def phases(self, variant_names: set[str]) -> tuple[Phase, ...]:
+        t = "phase"
+        out: list[Phase] = []
+        for i, tbl in enumerate(self.array(t)):
+            self.check_keys(tbl, {"name", "hours", "uses", "with", "before_window", "variants"}, t, i)
+            name = self.get(tbl, "name", str, t, i, required=True)
+            if any(p.name == name for p in out):
+                raise self.fail(f"{name!r} is declared twice", t, i, "name")
+            variants = self.str_list(tbl, "variants", t, i) or ()
+            for n, v in enumerate(variants):
+                if v not in variant_names:
+                    raise self.fail(f"names variant {v!r}, which is not declared", t, i, "variants")
+                if v in variants[:n]:
+                    raise self.fail(f"names variant {v!r} twice", t, i, "variants")
+            hours = self.positive(tbl, "hours", t, i)
+            if hours is None and not variants:
+                raise self.fail("a phase needs hours, or variants to run", t, i, "hours")
+            uses = self.get(tbl, "uses", str, t, i, default="gpu")
+            if uses not in PHASE_USES:
+                raise self.fail(f"{uses!r} is not one of {', '.join(PHASE_USES)}", t, i, "uses")
+            if variants and uses != "gpu":
+                raise self.fail("a phase that runs variants uses the GPUs", t, i, "uses")
+            before = self.get(tbl, "before_window", bool, t, i, default=False)
+            if before and uses != "human":
+                raise self.fail("only human preparation can happen before the window", t, i, "before_window")
+            out.append(
+                Phase(
+                    name=name,
+                    uses=uses,
+                    hours=hours,
+                    variants=variants,
+                    with_=self.get(tbl, "with", str, t, i),
+                    before_window=before,
+                )
+            )
+        by_name = {p.name: p for p in out}
+        for i, p in enumerate(out):
+            if p.with_ is None:
+                continue
+            other = by_name.get(p.with_)
+            if other is None or other is p:
+                raise self.fail(f"names phase {p.with_!r}, which is not another declared phase", t, i, "with")
+            if p.before_window != other.before_window:
+                raise self.fail("preparation before the window cannot overlap a phase inside it", t, i, "with")
+        # `with` chains (A with B with C) share one start: no loop, and at most one GPU phase in a chain
+        gpu_in_chain: dict[str, int] = {}
+        for i, p in enumerate(out):
+            chain, q = [p.name], p
+            while q.with_ is not None:
+                q = by_name[q.with_]
+                if q.name in chain:
+                    raise self.fail("`with` goes round in a loop: " + " -> ".join(chain + [q.name]), t, i, "with")
+                chain.append(q.name)
+            if p.uses == "gpu":
+                j = gpu_in_chain.setdefault(q.name, i)
+                if j != i:
+                    blame = i if p.with_ is not None else j
+                    raise self.fail(
+                        f"{out[j].name!r} and {p.name!r} both need the GPUs and overlap through "
+                        "`with`: two steps on the same GPU run one after the other",
+                        t,
+                        blame,
+                        "with",
+                    )
+        return tuple(out)
+
+    def rules(self, variant_names: set[str]) -> tuple[Rule, ...]:
+        t = "rule"
+        out = []
+        for i, tbl in enumerate(self.array(t)):
+            kind = self.get(tbl, "kind", str, t, i, required=True)
+            if kind not in RULE_KINDS:
+                raise self.fail(f"{kind!r} is not one of {', '.join(RULE_KINDS)}", t, i, "kind")
+            allowed = {"kind", "variants"} | RULE_KEYS[kind]
+            self.check_keys(tbl, allowed, t, i)
+            variants = self.str_list(tbl, "variants", t, i) or ()
+            for v in variants:
+                if v not in variant_names:
+                    raise self.fail(f"names variant {v!r}, which is not declared", t, i, "variants")
+            rule = Rule(kind=kind, variants=variants)
+            if kind == "nonfinite":
+                rule = Rule(kind=kind, variants=variants, metric=self.get(tbl, "metric", str, t, i, default="loss"))
+            elif kind in ("below", "above"):
+                after = self.get(tbl, "after_step", int, t, i, default=0)
+                if after < 0:
+                    raise self.fail("must be 0 or more", t, i, "after_step")
+                rule = Rule(
+                    kind=kind,
+                    variants=variants,
+                    metric=self.get(tbl, "metric", str, t, i, required=True),
+                    threshold=float(self.get(tbl, "threshold", (int, float), t, i, required=True)),
+                    after_step=after,
+                )
+            elif kind == "truncated":
+                frac = float(self.get(tbl, "max_fraction", (int, float), t, i, default=0.0))
+                if not 0.0 <= frac <= 1.0:
+                    raise self.fail(f"must be between 0 and 1, got {frac}", t, i, "max_fraction")
+                rule = Rule(kind=kind, variants=variants, max_fraction=frac)
+            else:
+                rule = Rule(kind=kind, variants=variants, within_s=self.duration(tbl, "within", t, i, required=True))
+            out.append(rule)
+        return tuple(out)
+
+    def spend(self) -> tuple[Spend, ...]:
+        t = "spend"
+        out = []
+        for i, tbl in enumerate(self.array(t)):
+            self.check_keys(tbl, {"what", "usd"}, t, i)
+            out.append(
+                Spend(
+                    what=self.get(tbl, "what", str, t, i, required=True),
+                    usd=self.positive(tbl, "usd", t, i, required=True, allow_zero=True),
+                )
+            )
+        return tuple(out)
+
+
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+    dt.datetime: "a date and time",
+}

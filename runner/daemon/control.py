@@ -1,0 +1,324 @@
+"""Starting and stopping a campaign's runner: `campaign up`, `campaign down`, `ensure_running`.
+
+`up` starts `python -m runner.daemon.server FILE --detach`: the daemon forks once and its parent exits, so
+the runner is nobody's child, sits in a session of its own with no terminal, and outlives the SSH
+session (its stdio goes to `.campaign/runner.log`). One runner per campaign folder: the daemon holds
+an `fcntl.flock` on `.campaign/runner.lock` for its whole life, so a second `up` only finds it
+running. Where systemd-logind kills a login session's processes at logout (`KillUserProcesses=yes`)
+a new session is not enough: the runner then goes through `systemd-run --user` (after
+`loginctl enable-linger`), or `up` says plainly that it will not outlive the session.
+
+`down` asks the runner over the socket and waits for it to exit; when the socket does not answer
+it sends SIGTERM to the pid in `runner.pid`, after checking that pid is still our runner (pid,
+process start time and command line), never to a process that merely reused the number.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.campaign.errors import RunnerUnavailable
+from runner.campaign.statedir import StatePaths, paths_for
+from runner.daemon import client
+from runner.import_paths import MARK_VAR, ORIGINAL_VAR, tool_env
+
+DAEMON_MODULE = "runner.daemon.server"
+
+
+@dataclass(frozen=True)
+class UpResult:
+    started: bool  # False: it was already running
+    pid: int | None
+    message: str
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class DownResult:
+    was_running: bool
+    pid: int | None
+    message: str
+
+
+# ---------------------------------------------------------------------------------------------
+# logind: will a detached process survive the end of the SSH session?
+
+
+@dataclass(frozen=True)
+class LogindFacts:
+    kill_user_processes: str | None  # "yes"/"no" from `loginctl show-user`, None when unknown
+    logind_conf: str | None  # text of /etc/systemd/logind.conf (and drop-ins), if readable
+    in_login_session: bool  # XDG_SESSION_ID set: logind tracks this process's session
+    systemd_run: str | None  # path of systemd-run, when installed
+    user_manager: bool  # a systemd --user manager answers (XDG_RUNTIME_DIR/systemd)
+
+
+@dataclass(frozen=True)
+class DetachPlan:
+    how: str  # "session" (setsid + fork) or "systemd-run"
+    warning: str | None  # said at `up` when the runner will not outlive the session
+    reason: str
+
+
+def kills_user_processes(facts: LogindFacts) -> bool:
+    """loginctl's answer when it gave one, else the last uncommented setting in logind.conf
+    (systemd's default is no)."""
+    if facts.kill_user_processes is not None:
+        return facts.kill_user_processes.strip().lower() in ("yes", "true", "1")
+    value = "no"
+    for line in (facts.logind_conf or "").splitlines():
+        m = re.match(r"\s*KillUserProcesses\s*=\s*(\S+)", line)
+        if m:
+            value = m.group(1).lower()
+    return value in ("yes", "true", "1", "on")
+
+
+def decide_detach(facts: LogindFacts) -> DetachPlan:
+    if not kills_user_processes(facts):
+        return DetachPlan("session", None, "logind does not kill user processes at logout")
+    if not facts.in_login_session:
+        return DetachPlan("session", None, "not inside a logind session: nothing will kill it at logout")
+    if facts.systemd_run and facts.user_manager:
+        return DetachPlan(
+            "systemd-run", None, "logind kills this session's processes at logout: running under systemd --user"
+        )
+    return DetachPlan(
+        "session",
+        (
+            "systemd-logind kills this login session's processes at logout (KillUserProcesses=yes) and "
+            "`systemd-run --user` is not available here: the runner will NOT outlive this SSH session. "
+            "Ask the host's admin for `loginctl enable-linger` or KillUserProcesses=no, or stay logged in."
+        ),
+        "logind kills user processes and no systemd --user manager answers",
+    )
+
+
+def gather_logind_facts(env: dict[str, str] | None = None) -> LogindFacts:
+    env = dict(os.environ if env is None else env)
+    user = env.get("USER") or env.get("LOGNAME") or ""
+    kup = None
+    if shutil.which("loginctl") and user:
+        try:
+            out = subprocess.run(
+                ["loginctl", "show-user", user, "-p", "KillUserProcesses"], capture_output=True, text=True, timeout=5
+            )
+            m = re.search(r"KillUserProcesses=(\S+)", out.stdout)
+            if out.returncode == 0 and m:
+                kup = m.group(1)
+        except (OSError, subprocess.SubprocessError):
+            kup = None
+    conf_parts = []
+    for p in [Path("/etc/systemd/logind.conf"), *sorted(Path("/etc/systemd/logind.conf.d").glob("*.conf"))]:
+        try:
+            conf_parts.append(p.read_text(errors="replace"))
+        except OSError:
+            pass
+    runtime = env.get("XDG_RUNTIME_DIR")
+    user_manager = bool(runtime) and Path(runtime, "systemd", "private").exists()
+    return LogindFacts(
+        kill_user_processes=kup,
+        logind_conf="\n".join(conf_parts) or None,
+        in_login_session=bool(env.get("XDG_SESSION_ID")),
+        systemd_run=shutil.which("systemd-run"),
+        user_manager=user_manager,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the pid file and the lock
+
+
+def read_pid_file(paths: StatePaths) -> dict | None:
+    try:
+        info = json.loads(paths.pid.read_text())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) and isinstance(info.get("pid"), int) else None
+
+
+def is_our_runner(info: dict | None, paths: StatePaths) -> bool:
+    """The pid file's process is alive and is this folder's runner (not a reused pid)."""
+    if not info:
+        return False
+    import psutil
+
+    try:
+        proc = psutil.Process(info["pid"])
+        if abs(proc.create_time() - float(info.get("create_time", -1))) > 0.05:
+            return False
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmd = " ".join(proc.cmdline())
+    except (psutil.Error, TypeError, ValueError):
+        return False
+    return DAEMON_MODULE in cmd and str(paths.root) in cmd
+
+
+def lock_is_held(paths: StatePaths) -> bool:
+    """True when some process holds `runner.lock` (a runner is alive, maybe still starting)."""
+    try:
+        fd = os.open(paths.lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# up / down
+
+
+def _daemon_argv(campaign_file: Path, *, detach: bool) -> list[str]:
+    argv = [sys.executable, "-m", DAEMON_MODULE, str(campaign_file)]
+    return argv + ["--detach"] if detach else argv
+
+
+def _log_tail(paths: StatePaths, lines: int = 8) -> str:
+    try:
+        text = paths.log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _spawn(campaign: Any, plan: DetachPlan, paths: StatePaths) -> tuple[str | None, int | None]:
+    """Start the daemon; returns (warning, returncode of the launcher when it already exited)."""
+    env = dict(os.environ)
+    env = tool_env(env)
+    if plan.how == "systemd-run":
+        unit = "campaign-" + hashlib.sha256(str(paths.root).encode()).hexdigest()[:10]
+        subprocess.run(["loginctl", "enable-linger"], capture_output=True, timeout=10)
+        cmd = ["systemd-run", "--user", "--collect", "--quiet", f"--unit={unit}", f"--working-directory={paths.root}"]
+        for key in ("PYTHONPATH", ORIGINAL_VAR, MARK_VAR, "CAMPAIGN_SLOTS", "PATH", "VIRTUAL_ENV"):
+            if env.get(key):
+                cmd.append(f"--setenv={key}={env[key]}")
+        res = subprocess.run(
+            cmd + _daemon_argv(campaign.path, detach=False), capture_output=True, text=True, timeout=30
+        )
+        if res.returncode == 0:
+            return None, None
+        plan = DetachPlan(
+            "session",
+            f"systemd-run --user failed ({res.stderr.strip() or res.returncode}); "
+            "the runner was started in a new session instead and will NOT outlive this "
+            "SSH session.",
+            "fallback",
+        )
+    with open(os.devnull, "rb") as devnull, open(paths.log, "ab") as log:
+        os.chmod(paths.log, 0o600)
+        proc = subprocess.Popen(
+            _daemon_argv(campaign.path, detach=True),
+            stdin=devnull,
+            stdout=log,
+            stderr=log,
+            cwd=str(paths.root),
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    rc = proc.wait(timeout=60)  # the launcher forks the runner and exits at once
+    return plan.warning, rc
+
+
+def up(campaign: Any, *, wait_seconds: float = 30.0, facts: LogindFacts | None = None) -> UpResult:
+    """Start the runner for `campaign` unless one runs; returns when it answers on its socket."""
+    paths = paths_for(campaign)
+    paths.ensure()
+    pong = client.ping(paths)
+    if pong:
+        return UpResult(False, pong.get("pid"), f"the runner is already running (pid {pong.get('pid')})")
+    warning, rc = None, None
+    if not lock_is_held(paths):
+        plan = decide_detach(facts or gather_logind_facts())
+        warning, rc = _spawn(campaign, plan, paths)
+    started = time.monotonic()
+    while time.monotonic() - started < wait_seconds:
+        pong = client.ping(paths, timeout=2.0)
+        if pong:
+            return UpResult(
+                True, pong.get("pid"), f"the runner started (pid {pong.get('pid')}); log: {paths.log}", warning
+            )
+        if rc not in (None, 0):
+            break  # the launcher itself failed (a bad campaign file, say)
+        if time.monotonic() - started > 5 and not lock_is_held(paths):
+            break  # no runner holds the lock: it died while starting
+        time.sleep(0.1)
+    tail = _log_tail(paths)
+    raise RunnerUnavailable(
+        f"the runner did not start for {paths.root}" + (f"; the end of {paths.log}:\n{tail}" if tail else "")
+    )
+
+
+def ensure_running(campaign: Any, *, wait_seconds: float = 30.0) -> dict:
+    """The runner's ping answer, starting it first when it is not running (the console's entry)."""
+    pong = client.ping(paths_for(campaign))
+    if pong:
+        return pong
+    up(campaign, wait_seconds=wait_seconds)
+    pong = client.ping(paths_for(campaign))
+    if not pong:
+        raise RunnerUnavailable(f"the runner for {paths_for(campaign).root} started but does not answer")
+    return pong
+
+
+def is_running(campaign: Any) -> bool:
+    return client.ping(paths_for(campaign)) is not None
+
+
+def _wait_gone(info: dict | None, paths: StatePaths, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_our_runner(info, paths) and not lock_is_held(paths):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def down(campaign: Any, *, abort_runs: bool = False, timeout: float = 90.0) -> DownResult:
+    """Stop the runner (runs go on unless `abort_runs`); waits until it has exited."""
+    paths = paths_for(campaign)
+    info = read_pid_file(paths)
+    try:
+        reply = client.request(paths, "down", abort_runs=abort_runs, timeout=10.0)
+        asked = True
+    except (RunnerUnavailable, client.RequestFailed):
+        asked = False
+    if asked:
+        active = (reply or {}).get("active_runs") if isinstance(reply, dict) else None
+        if active == []:
+            what = "; no run was active"
+        elif abort_runs:
+            what = f"; {', '.join(active)} aborted" if active else "; its runs were aborted"
+        else:
+            what = "; runs go on and are re-adopted at the next `campaign up`"
+        if _wait_gone(info, paths, timeout):
+            return DownResult(True, info and info.get("pid"), "the runner stopped" + what)
+        raise RunnerUnavailable(
+            f"the runner (pid {info and info.get('pid')}) was asked to stop but is "
+            f"still running after {timeout:g} s; see {paths.log}"
+        )
+    if not is_our_runner(info, paths):
+        return DownResult(False, None, "the runner is not running")
+    pid = info["pid"]
+    os.kill(pid, signal.SIGTERM)
+    if _wait_gone(info, paths, timeout):
+        note = " (--abort-runs needs the socket: runs were left going)" if abort_runs else ""
+        return DownResult(True, pid, f"the runner did not answer on its socket; SIGTERM stopped it{note}")
+    raise RunnerUnavailable(f"the runner (pid {pid}) did not stop after SIGTERM within {timeout:g} s")

@@ -1,0 +1,474 @@
+"""The runner: one background process per campaign folder (`python -m runner.daemon.server FILE`).
+
+It owns the queue, the GPU slots, the ledger (sole writer) and the control socket, in one asyncio
+event loop: a tick every quarter second brings the ledger up to date with the run folders and
+launches what the queue and the slots allow; the socket answers NDJSON requests (runner.daemon.protocol)
+from the same uid only. It can be killed at any moment: on start it rebuilds from the ledger and
+the run folders and takes live supervisors back. `--detach` (what `campaign up` passes) forks once
+so the runner is nobody's child; stdio always goes to `.campaign/runner.log`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from campaign_train.atomic import write_json_atomic
+from runner import __version__
+from runner.campaign.errors import CampaignError
+from runner.campaign.model import Campaign, load_campaign
+from runner.campaign.statedir import StatePaths, paths_for
+from runner.daemon import protocol
+from runner.daemon.launcher import RequestError, RunManager
+from runner.daemon.nvml import Nvml
+from runner.daemon.slots import plan_slots
+from runner.daemon.status import build_snapshot, frozen_config
+from runner.ledger import store as L
+
+TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
+STATUS_PUSH_SECONDS = 1.0
+# ledger events after which the output folder (manifest, RELOAD.md, artifacts) is brought up to date
+OUTPUT_EVENTS = frozenset(
+    {"finished", "failed", "stopped", "aborted", "refused", "lost", "ended_while_down", "decision"}
+)
+MAX_CLIENT_BUFFER = 8 * 1024 * 1024
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} runner[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Peer credentials: only the runner's own user may talk to it
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", raw)
+
+
+def peer_allowed(peer_uid: int | None, own_uid: int) -> bool:
+    """Same uid only: not root, not another user, not an unknown peer."""
+    return peer_uid is not None and peer_uid == own_uid
+
+
+def read_tail(path: Path, lines: int = 50, max_bytes: int = 256 * 1024) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+class Daemon:
+    def __init__(self, campaign: Campaign, paths: StatePaths) -> None:
+        self.campaign = campaign
+        self.paths = paths
+        self.ledger = L.Ledger(paths.ledger)
+        self.nvml = Nvml.shared()
+        self.slots = plan_slots(campaign, gpu_count=self.nvml.device_count(), nvml_error=self.nvml.error)
+        self.manager = RunManager(campaign, self.ledger, self.slots)
+        self.started_at = time.time()
+        self.subscribers: set[asyncio.StreamWriter] = set()
+        self.stop_event: asyncio.Event | None = None
+        self.output_stale = False  # the output folder lags a run's end
+        self.output_task: asyncio.Task | None = None
+        self.abort_on_stop = False
+        self.dirty = True
+        self._last_push = 0.0
+        self.ledger.listeners.append(self._on_ledger_event)
+
+    # -- snapshot and events -------------------------------------------------------------------
+    def runner_info(self) -> dict:
+        return {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "version": __version__,
+            "slots_note": self.slots.note,
+        }
+
+    def snapshot(self) -> dict:
+        busy = len(self.manager.busy)
+        return build_snapshot(
+            self.campaign,
+            self.ledger.conn,
+            runner=self.runner_info(),
+            nvml=self.nvml,
+            slots={"total": self.slots.total, "busy": busy, "note": self.slots.note},
+        )
+
+    def _send(self, writer: asyncio.StreamWriter, msg: dict) -> None:
+        if writer.is_closing():
+            self.subscribers.discard(writer)
+            return
+        if writer.transport.get_write_buffer_size() > MAX_CLIENT_BUFFER:
+            log("dropping a subscriber that does not read")
+            self.subscribers.discard(writer)
+            writer.close()
+            return
+        writer.write(protocol.encode(msg))
+
+    def _on_ledger_event(self, ev: dict) -> None:
+        self.dirty = True
+        if ev.get("kind") in OUTPUT_EVENTS:
+            self.output_stale = True
+        if self.subscribers:
+            msg = protocol.event("log", ev)
+            for w in list(self.subscribers):
+                self._send(w, msg)
+
+    def _push_status(self) -> None:
+        msg = protocol.event("status", self.snapshot())
+        for w in list(self.subscribers):
+            self._send(w, msg)
+        self._last_push = time.monotonic()
+        self.dirty = False
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def ticker(self) -> None:
+        assert self.stop_event is not None
+        while not self.stop_event.is_set():
+            try:
+                if self.manager.tick():
+                    self.dirty = True
+            except Exception:
+                log("tick failed:\n" + traceback.format_exc())
+            if self.subscribers:
+                due = time.monotonic() - self._last_push >= STATUS_PUSH_SECONDS
+                if due and (self.dirty or self.manager.active):
+                    try:
+                        self._push_status()
+                    except Exception:
+                        log("status push failed:\n" + traceback.format_exc())
+            self._maybe_refresh_output()
+            interval = TICK_ACTIVE if self.manager.active else TICK_IDLE
+            try:
+                await asyncio.wait_for(self.stop_event.wait(), interval)
+            except TimeoutError:
+                pass
+
+    def _maybe_refresh_output(self) -> None:
+        """Keep the output folder current as runs end: one refresh at a time, off the loop.
+
+        Verification reloads artifacts in a child process and can take seconds, so it runs in a
+        worker thread; events that arrive meanwhile mark it stale again for one more pass."""
+        if not self.output_stale or (self.output_task is not None and not self.output_task.done()):
+            return
+        self.output_stale = False
+        from runner.closing.manifest import refresh_output
+
+        async def refresh() -> None:
+            try:
+                await asyncio.to_thread(refresh_output, self.campaign)
+            except Exception:
+                log("output folder refresh failed:\n" + traceback.format_exc())
+
+        self.output_task = asyncio.get_running_loop().create_task(refresh())
+
+    async def run(self) -> int:
+        self.stop_event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop, False)
+        self.ledger.event(
+            "runner_start", pid=os.getpid(), version=__version__, slots=self.slots.total, slots_note=self.slots.note
+        )
+        log(f"started for {self.campaign.root}: {self.slots.note}")
+        self._freeze_plan()
+        result = self.manager.rebuild()
+        if result["adopted"] or result["ended"]:
+            log(f"re-adopted {result['adopted']}; ended while down: {result['ended']}")
+        queued = self.manager.queue_initial()
+        if queued:
+            log(f"queued from the plan: {queued}")
+        try:
+            os.unlink(self.paths.socket)  # we hold the lock: any socket file is stale
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(
+                self.handle_client, path=str(self.paths.socket), limit=protocol.MAX_LINE_BYTES
+            )
+        finally:
+            os.umask(old)
+        os.chmod(self.paths.socket, 0o600)
+        ticker = asyncio.create_task(self.ticker())
+        await self.stop_event.wait()
+        server.close()
+        await self._stop_runs_if_asked()
+        ticker.cancel()
+        try:
+            await ticker
+        except asyncio.CancelledError:
+            pass
+        self.ledger.event(
+            "runner_stop", pid=os.getpid(), abort_runs=self.abort_on_stop, runs_left=sorted(self.manager.active)
+        )
+        for w in list(self.subscribers):
+            w.close()
+        try:
+            os.unlink(self.paths.socket)
+        except FileNotFoundError:
+            pass
+        self.ledger.close()
+        log("stopped" + (f"; runs going on: {sorted(self.manager.active)}" if self.manager.active else ""))
+        return 0
+
+    def _freeze_plan(self) -> None:
+        try:
+            import runner.closing.pilot as pilot
+        except ImportError:
+            return
+        fn = getattr(pilot, "ensure_frozen_plan", None)
+        if fn is not None:
+            try:
+                fn(self.campaign, self.ledger.conn)
+            except Exception:
+                log("freezing the plan failed:\n" + traceback.format_exc())
+
+    def request_stop(self, abort_runs: bool) -> None:
+        self.abort_on_stop = self.abort_on_stop or abort_runs
+        if self.stop_event is not None:
+            self.stop_event.set()
+
+    async def _stop_runs_if_asked(self) -> None:
+        if not self.abort_on_stop:
+            return
+        self.manager.abort_all("the runner was stopped with --abort-runs", "down")
+        deadline = time.monotonic() + self.manager.grace + 20
+        while self.manager.active and time.monotonic() < deadline:
+            self.manager.tick()
+            await asyncio.sleep(0.1)
+
+    # -- the socket ----------------------------------------------------------------------------
+    async def handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        try:
+            _, uid, _ = peer_credentials(sock)
+        except OSError:
+            uid = None
+        if not peer_allowed(uid, os.getuid()):
+            log(f"refused a connection from uid {uid}")
+            writer.write(protocol.encode(protocol.error(None, f"refused: uid {uid} is not this runner's user")))
+            try:
+                await writer.drain()
+            finally:
+                writer.close()
+            return
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (asyncio.LimitOverrunError, ValueError):
+                    self._send(writer, protocol.error(None, f"line longer than {protocol.MAX_LINE_BYTES} bytes"))
+                    break
+                if not line:
+                    break
+                if not line.strip():
+                    continue
+                await self.handle_line(line, writer)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.subscribers.discard(writer)
+            writer.close()
+
+    async def handle_line(self, line: bytes, writer: asyncio.StreamWriter) -> None:
+        req_id = None
+        try:
+            msg = protocol.decode(line)
+            req_id = msg.get("id") if isinstance(msg.get("id"), (int, str)) else None
+            req_id, op, args = protocol.check_request(msg)
+        except protocol.ProtocolError as exc:
+            self._send(writer, protocol.error(req_id, str(exc), code="bad_request"))
+            return
+        try:
+            result = self.dispatch(op, args, writer)
+        except RequestError as exc:
+            self._send(writer, protocol.error(req_id, str(exc), code=exc.code))
+            return
+        except CampaignError as exc:
+            self._send(writer, protocol.error(req_id, str(exc), code="bad_input"))
+            return
+        except Exception as exc:
+            log(f"op {op} failed:\n" + traceback.format_exc())
+            self._send(writer, protocol.error(req_id, f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            return
+        self._send(writer, protocol.ok(req_id, result))
+        if op == "subscribe":
+            self._send(writer, protocol.event("status", self.snapshot()))
+
+    def dispatch(self, op: str, args: dict, writer: asyncio.StreamWriter) -> Any:
+        m = self.manager
+        if op == "ping":
+            return {"pong": True, "pid": os.getpid(), "version": __version__}
+        if op == "status":
+            return self.snapshot()
+        if op == "subscribe":
+            self.subscribers.add(writer)
+            return {"subscribed": True}
+        if op == "start":
+            self._reload_campaign()
+            out = m.enqueue(_text(args, "variant"), why="start")
+            m.schedule()
+            run = self.ledger.run(out["run"]) or {}
+            return {
+                **out,
+                "state": run.get("state", out["state"]),
+                **({"reason": run["stop_reason"]} if run.get("state") == "refused" else {}),
+            }
+        if op == "abort":
+            return m.abort(_text(args, "run"), args.get("reason") or None, str(args.get("by") or "user"))
+        if op == "resume":
+            out = m.resume(_text(args, "run"))
+            m.schedule()
+            run = self.ledger.run(out["run"]) or {}
+            return {**out, "state": run.get("state", out["state"])}
+        if op == "checkpoint":
+            return m.signal_checkpoint(_text(args, "run"))
+        if op == "decide":
+            return self._decide(args)
+        if op == "run_detail":
+            return self._run_detail(_text(args, "run"))
+        if op == "down":
+            asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
+            return {"stopping": True, "active_runs": sorted(self.manager.active)}
+        raise RequestError(f"unknown op {op!r}", code="bad_request")
+
+    def _reload_campaign(self) -> None:
+        """`start` freezes the file as it is now: a fixed rule or command gives a new run id."""
+        self.campaign = load_campaign(self.campaign.path)
+        self.manager.campaign = self.campaign
+
+    def _decide(self, args: dict) -> Any:
+        try:
+            import runner.closing.pilot as pilot
+        except ImportError:
+            raise RequestError("decisions are not available in this build (runner.closing.pilot is missing)") from None
+        variants = args.get("variants") or []
+        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+            raise RequestError("'variants' must be a list of variant names", code="bad_input")
+        self._reload_campaign()
+        result = pilot.record_decision(
+            self.ledger.conn,
+            self.campaign,
+            str(args.get("choice")),
+            variants,
+            args.get("note"),
+            str(args.get("who") or "console"),
+        )
+        self.manager.cut_queued(list(result.get("cut_runs") or []), "cut at the pilot decision")
+        self.dirty = True
+        self._on_ledger_event({"t": time.time(), "run_id": None, "kind": "decision", "choice": result.get("choice")})
+        return result
+
+    def _run_detail(self, run_id: str) -> dict:
+        run = self.ledger.run(run_id)
+        if run is None:
+            raise RequestError(f"no run {run_id!r} in this campaign", code="bad_input")
+        snap = self.snapshot()
+        row = next((r for r in snap["runs"] if r["id"] == run_id), None)
+        return protocol.sanitize(
+            {
+                "run": row,
+                "config": frozen_config(run["run_dir"]),
+                "rules": (row or {}).get("rules", []),
+                "checkpoints": L.checkpoints(self.ledger.conn, run_id),
+                "log_tail": read_tail(Path(run["run_dir"]) / "output.log"),
+                "events": L.events(self.ledger.conn, run_id=run_id, limit=200),
+            }
+        )
+
+
+def _text(args: dict, key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"'{key}' must be a non-empty string", code="bad_input")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+
+
+def _redirect_stdio(paths: StatePaths) -> None:
+    fd = os.open(paths.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.close(null)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    detach = "--detach" in args
+    args = [a for a in args if a != "--detach"]
+    if len(args) != 1:
+        print("usage: python -m runner.daemon.server CAMPAIGN_FILE [--detach]", file=sys.stderr)
+        return 2
+    try:
+        campaign = load_campaign(args[0])
+    except CampaignError as exc:
+        print(f"runner: {exc}", file=sys.stderr)
+        return 2
+    paths = paths_for(campaign)
+    paths.ensure()
+    _redirect_stdio(paths)
+    if detach:
+        if os.fork() > 0:
+            os._exit(0)  # the launcher returns; the runner is nobody's child
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log(f"another runner already holds {paths.lock}: not starting a second one")
+        return 0
+    import psutil
+
+    me = psutil.Process()
+    write_json_atomic(
+        paths.pid,
+        {
+            "pid": os.getpid(),
+            "create_time": me.create_time(),
+            "cmdline": me.cmdline(),
+            "root": str(paths.root),
+            "started_at": time.time(),
+            "version": __version__,
+        },
+        mode=0o600,
+    )
+    try:
+        return asyncio.run(Daemon(campaign, paths).run())
+    except Exception:
+        log("crashed:\n" + traceback.format_exc())
+        return 1
+    finally:
+        try:
+            os.unlink(paths.pid)
+        except FileNotFoundError:
+            pass
+        os.close(lock_fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""The status snapshot (docs/INTERNALS.md): the bundle's clock, the GPUs, the slots and every run.
+
+Built from the ledger alone plus what only a live runner knows (its pid, its slot plan), so the
+same function answers the socket's `status` op and `campaign status` while the runner is down (a
+read-only connection then). Non-finite floats come out as "nan"/"inf"/"-inf" strings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import math
+import sqlite3
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from runner.campaign.clock import read_clock
+from runner.campaign.durations import parse_duration
+from runner.campaign.model import Campaign, Rule
+from runner.daemon.protocol import sanitize
+from runner.daemon.slots import order_key
+from runner.ledger import store as L
+
+ACTIVE_STATES = ("running",)
+DONE_STATES = ("finished", "failed", "stopped", "aborted", "refused")
+
+_frozen_cache: dict[str, tuple[float, dict]] = {}
+
+
+def iso(d: dt.datetime) -> str:
+    return d.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def frozen_config(run_dir: str | Path) -> dict:
+    """The run's run.toml as a dict ({} when missing or unreadable); cached by modification time."""
+    path = Path(run_dir) / "run.toml"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return {}
+    hit = _frozen_cache.get(str(path))
+    if hit and hit[0] == mtime:
+        return hit[1]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    _frozen_cache[str(path)] = (mtime, data)
+    return data
+
+
+def rule_from_raw(raw: dict) -> Rule | None:
+    """A frozen rule (as written in run.toml) as a Rule, or None when it cannot be read."""
+    try:
+        kind = raw["kind"]
+        within = raw.get("within")
+        return Rule(
+            kind=kind,
+            metric=raw.get("metric", "loss" if kind == "nonfinite" else None),
+            threshold=float(raw["threshold"]) if "threshold" in raw else None,
+            after_step=int(raw.get("after_step", 0)),
+            max_fraction=float(raw.get("max_fraction", 0.0)) if kind == "truncated" else None,
+            within_s=parse_duration(within) if within else None,
+            variants=tuple(raw.get("variants", ())),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def rule_states(
+    rules: list[Rule], run: dict, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
+) -> list[dict]:
+    """Each frozen rule: "ok", "fired" or "waiting" (not yet judgeable), with the value it judges."""
+    out = []
+    running = run["state"] == "running"
+    started = run.get("attempt_started_at") or run.get("launched_at")
+    for r in rules:
+        state, value = "waiting", None
+        if run["state"] == "stopped" and run.get("stop_rule") == r.kind:
+            state, value = "fired", run.get("stop_value")
+        elif r.kind == "nonfinite":
+            m = metrics.get(r.metric or "loss")
+            if m is not None and m["value"] is not None:
+                value = m["value"]
+                state = "ok" if math.isfinite(value) else "fired"
+        elif r.kind in ("below", "above"):
+            m = metrics.get(r.metric or "")
+            if m is not None and m["value"] is not None:
+                value = m["value"]
+                step = m.get("step") or prog.get("last_step") or 0
+                if step >= r.after_step:
+                    bad = (value < r.threshold) if r.kind == "below" else (value > r.threshold)
+                    state = "fired" if bad or not math.isfinite(value) else "ok"
+        elif r.kind == "truncated":
+            samples = prog.get("samples") or 0
+            if samples > 0:
+                value = (prog.get("truncated") or 0) / samples
+                state = "fired" if value > (r.max_fraction or 0.0) else "ok"
+        elif r.kind == "no_resume_point":
+            verified = [c for c in ckpts if c.get("verified")]
+            if verified:
+                state, value = "ok", verified[-1].get("step")
+            elif running and started and r.within_s:
+                value = r.within_s - (now - started)  # seconds left to save a verified one
+                state = "waiting"
+        elif r.kind == "stalled":
+            last = prog.get("last_t") or started
+            if running and last and r.within_s:
+                value = now - last
+                state = "ok" if value < r.within_s else "fired"
+            elif not running:
+                state = "ok" if prog.get("lines") else "waiting"
+        out.append({"kind": r.kind, "text": r.describe(), "state": state, "value": value})
+    return out
+
+
+def run_row(
+    run: dict, campaign: Campaign | None, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
+) -> dict:
+    """One run as the snapshot shows it."""
+    frozen = frozen_config(run["run_dir"])
+    rules = [r for r in (rule_from_raw(x) for x in frozen.get("rule", [])) if r is not None]
+    if not frozen and campaign is not None:
+        rules = list(campaign.rules_for(run["variant"]))
+    every = None
+    fv = frozen.get("variant", {})
+    if isinstance(fv.get("checkpoint_every"), str):
+        try:
+            every = parse_duration(fv["checkpoint_every"])
+        except ValueError:
+            every = None
+    elif campaign is not None:
+        try:
+            every = campaign.variant(run["variant"]).checkpoint_every_s
+        except KeyError:
+            every = None
+    running = run["state"] == "running"
+    started = run.get("attempt_started_at") or run.get("launched_at")
+    latest = max(ckpts, key=lambda c: ((c.get("step") if c.get("step") is not None else -1), c["t"])) if ckpts else None
+    next_ckpt = None
+    if running and every:
+        base = max([x for x in (started, latest["t"] if latest else None) if x] or [now])
+        next_ckpt = every - (now - base)
+    elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if running and started else 0.0)
+    planned = run.get("planned_hours")
+    expected = max(planned or 0.0, elapsed / 3600.0) if planned is not None else None
+    problem = None
+    if latest and latest.get("problems"):
+        problem = "; ".join(map(str, latest["problems"]))
+    stop_value = run.get("stop_value")
+    return {
+        "id": run["id"],
+        "variant": run["variant"],
+        "category": run["category"],
+        "state": run["state"],
+        "pid": run.get("pid") if running else None,
+        "step": prog.get("last_step"),
+        "loss": (metrics.get("loss") or {}).get("value"),
+        "metrics": {k: v["value"] for k, v in metrics.items()},
+        "checkpoint_path": latest["path"] if latest else None,
+        "checkpoint_step": latest.get("step") if latest else None,
+        "checkpoint_verified": (bool(latest["verified"]) if latest and latest.get("verified") is not None else None),
+        "checkpoint_problem": problem,
+        "next_checkpoint_seconds": next_ckpt,
+        "stop_reason": run.get("stop_reason"),
+        "stop_rule": run.get("stop_rule"),
+        "stop_value": stop_value,
+        "launched_at": run.get("launched_at"),
+        "ended_at": run.get("ended_at"),
+        "elapsed_seconds": elapsed,
+        "planned_hours": planned,
+        "expected_hours": expected,
+        "attempts": run.get("attempts") or 0,
+        "gpu_slot": run.get("gpu_slot"),
+        "run_dir": run["run_dir"],
+        "lines": prog.get("lines") or 0,
+        "bad_lines": prog.get("bad_lines") or 0,
+        "step_rate": prog.get("step_rate"),
+        "rules": rule_states(rules, run, metrics, prog, ckpts, now),
+    }
+
+
+def bundle_info(campaign: Campaign, now: float) -> dict:
+    b = campaign.bundle
+    clock = read_clock(b, now)
+    return {
+        "provider": b.provider,
+        "gpu": b.gpu,
+        "days": b.days,
+        "plan": b.plan_label,
+        "price_usd": b.price_usd,
+        "gpus": b.gpus,
+        "order_ref": b.order_ref,
+        "started_at": iso(b.started_at),
+        "expires_at": iso(b.expires_at),
+        "remaining_seconds": clock.remaining_seconds,
+        "retrieve_by": iso(b.retrieve_by),
+        "retrieve_seconds": clock.to_retrieve_seconds,
+        "warning": clock.level,
+    }
+
+
+def gpu_info(nvml: Any | None) -> tuple[list[dict], str | None]:
+    if nvml is None:
+        from runner.daemon.nvml import Nvml
+
+        nvml = Nvml.shared()
+    return [g.as_dict() for g in nvml.sample()], nvml.error
+
+
+def pilot_info(campaign: Campaign, conn: sqlite3.Connection) -> Any:
+    """The report engineer's pilot hook, when that module exists (None otherwise or on failure)."""
+    try:
+        pilot = importlib.import_module("runner.closing.pilot")
+    except ImportError:
+        return None
+    fn = getattr(pilot, "pilot_status", None)
+    if fn is None:
+        return None
+    try:
+        return fn(campaign, conn)
+    except Exception as exc:  # a broken hook must not take the status down
+        return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def build_snapshot(
+    campaign: Campaign,
+    conn: sqlite3.Connection | None,
+    *,
+    runner: dict | None = None,
+    slots: dict | None = None,
+    nvml: Any | None = None,
+    now: float | None = None,
+    runner_error: str | None = None,
+) -> dict:
+    """The whole snapshot. `conn` None: no ledger yet (nothing has run)."""
+    now = time.time() if now is None else now
+    runs = L.all_runs(conn) if conn is not None else []
+    metrics = L.metric_last(conn) if conn is not None else {}
+    progress = L.progress(conn) if conn is not None else {}
+    ckpts_by_run: dict[str, list[dict]] = {}
+    for c in L.checkpoints(conn) if conn is not None else []:
+        ckpts_by_run.setdefault(c["run_id"], []).append(c)
+    rows = [
+        run_row(r, campaign, metrics.get(r["id"], {}), progress.get(r["id"], {}), ckpts_by_run.get(r["id"], []), now)
+        for r in runs
+    ]
+    queued = sorted((r for r in runs if r["state"] == "queued"), key=order_key(campaign))
+    gpus, nvml_error = gpu_info(nvml)
+    if slots is None:
+        slots = {"total": None, "busy": sum(1 for r in runs if r["state"] == "running")}
+    variants = [
+        {
+            "name": v.name,
+            "category": v.category,
+            "hours": v.hours,
+            "runs": [r["id"] for r in runs if r["variant"] == v.name],
+        }
+        for v in campaign.variants
+    ]
+    snap = {
+        "now": now,
+        "campaign": {
+            "name": campaign.name,
+            "question": campaign.question,
+            "root": str(campaign.root),
+            "file": str(campaign.path),
+        },
+        "bundle": bundle_info(campaign, now),
+        "gpus": gpus,
+        "nvml_error": nvml_error,
+        "slots": slots,
+        "runner": runner,
+        "runs": rows,
+        "queue": [r["variant"] for r in queued],
+        "variants": variants,
+        "pilot": pilot_info(campaign, conn) if conn is not None else None,
+        "events": L.events(conn, limit=20) if conn is not None else [],
+    }
+    if runner is None:
+        snap["runner_error"] = runner_error or "the runner is not running"
+    return sanitize(snap)
+
+
+def offline_snapshot(campaign: Campaign, *, runner_error: str | None = None) -> dict:
+    """What `campaign status` shows while the runner is down: the ledger, read-only."""
+    from runner.campaign.statedir import paths_for
+
+    path = paths_for(campaign).ledger
+    if not path.exists():
+        return build_snapshot(campaign, None, runner_error=runner_error)
+    conn = L.connect(path, readonly=True)
+    try:
+        snap = build_snapshot(campaign, conn, runner_error=runner_error)
+    finally:
+        conn.close()
+    for row in snap["runs"]:
+        _settle_offline(row)
+    return snap
+
+
+def _settle_offline(row: dict) -> None:
+    """A run the ledger last saw `running`, checked against its folder: with the runner down
+    nobody records its end, and a whole-host kill leaves the ledger saying `running` for a run
+    that is gone. Its supervisor (pid and start time) still alive: running. Gone: the state the
+    runner will record at the next `up`, from the same files (INTERNALS.md)."""
+    if row.get("state") != "running" or not row.get("run_dir"):
+        return
+    from campaign_train.atomic import read_json
+    from runner.daemon.watcher import derive_end
+    from runner.supervision.proctree import is_alive
+
+    run_dir = Path(row["run_dir"])
+    attempt = int(row.get("attempts") or 1)
+    sup = read_json(run_dir / "supervisor.json")
+    if not isinstance(sup, dict) or sup.get("attempt") != attempt:
+        return  # not started yet, or starting: nothing to judge by
+    if is_alive(sup.get("pid"), sup.get("create_time")):
+        return
+    state, reason = derive_end(read_json(run_dir / "exit.json"), read_json(run_dir / "verdict.json"), attempt)
+    row["state"], row["pid"], row["next_checkpoint_seconds"] = state, None, None
+    if state != "finished":
+        row["stop_reason"] = reason or row.get("stop_reason")

@@ -1,0 +1,251 @@
+"""Following one run's folder into the ledger: metric lines, checkpoints, verdict, supervisor, exit.
+
+The supervisor judges and stops; this side only records what the run folder says, incrementally
+and cheaply (a few `stat` calls a tick, the metric file read from the offset the ledger keeps, so a
+restarted runner goes on where the last one stopped). `derive_end` turns the files of an attempt
+into the run's final state exactly as docs/INTERNALS.md says.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from campaign_train.atomic import read_json
+from runner.ledger.store import Ledger
+from runner.supervision.metric_stream import MetricStream, RegexMetrics
+
+GLOB_SCAN_SECONDS = 2.0
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tuple[str, str | None]:
+    """(state, reason) for an attempt whose supervisor is gone (INTERNALS.md)."""
+    if not isinstance(exit_info, dict) or exit_info.get("attempt", attempt) != attempt:
+        return "failed", "supervisor lost: it ended without writing exit.json"
+    if isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt:
+        return "stopped", str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
+    if exit_info.get("killed_by") == "abort":
+        return "aborted", None
+    if exit_info.get("returncode") == 0:
+        return "finished", None
+    if exit_info.get("error"):
+        return "failed", str(exit_info["error"])
+    if exit_info.get("signal"):
+        name = exit_info.get("signal_name") or f"signal {exit_info['signal']}"
+        by = exit_info.get("killed_by")
+        return "failed", f"ended by {name}" + (f" ({by})" if by else "")
+    return "failed", f"exit code {exit_info.get('returncode')}"
+
+
+class RunWatch:
+    """The ledger's view of one run folder, brought up to date by `poll()`."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        run: dict,
+        *,
+        root: Path,
+        metrics_regex: str | None,
+        checkpoint_glob: str | None,
+        offset: int = 0,
+    ) -> None:
+        self.ledger = ledger
+        self.run_id = run["id"]
+        self.run_dir = Path(run["run_dir"])
+        self.root = root
+        self.attempt = int(run.get("attempts") or 1)
+        regex = RegexMetrics(metrics_regex) if metrics_regex else None
+        # scripts with a metrics_regex print to stdout: the supervisor keeps that in output.log
+        source = self.run_dir / ("output.log" if regex else "metrics.jsonl")
+        self.stream = MetricStream(source, regex=regex, start_offset=offset)
+        self.checkpoint_glob = checkpoint_glob
+        self._ckpt_dir_mtime: float | None = None
+        self._verify_seen: dict[str, float] = {}
+        self._glob_scan_at = 0.0
+        self._verdict_seen = False
+        self._supervisor_seen = False
+
+    def close(self) -> None:
+        self.stream.close()
+
+    # -- one tick ------------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """Ingest whatever is new; True when the ledger changed."""
+        changed = self._metrics()
+        changed |= self._checkpoints()
+        changed |= self._verdict()
+        changed |= self._supervisor()
+        return changed
+
+    def _metrics(self, catch_up: bool = False) -> bool:
+        """One bounded read a tick (a long file is caught up over several ticks, so the socket
+        stays responsive); `catch_up` reads to the end."""
+        changed = False
+        batches = self.stream.iter_batches() if catch_up else iter([self.stream.poll()])
+        for batch in batches:
+            if not batch:
+                continue
+            self.ledger.record_metrics(
+                self.run_id,
+                batch,
+                offset=self.stream.offset,
+                bad_lines=self.stream.garbage,
+                restarts=self.stream.restarts,
+            )
+            for rec in [r for r in batch if "event" in r]:
+                if rec.get("event") == "checkpoint" and isinstance(rec.get("path"), str):
+                    path = self._abs(rec["path"])
+                    new = self.ledger.upsert_checkpoint(
+                        self.run_id,
+                        path,
+                        step=rec.get("step"),
+                        t=rec.get("t") or time.time(),
+                        bytes=rec.get("bytes"),
+                        write_seconds=rec.get("write_seconds"),
+                        holds=rec.get("holds"),
+                    )
+                    if new:
+                        self.ledger.event(
+                            "checkpoint", self.run_id, path=path, step=rec.get("step"), bytes=rec.get("bytes")
+                        )
+            changed = True
+        return changed
+
+    def _abs(self, path: str) -> str:
+        p = Path(path)
+        return str(p if p.is_absolute() else (self.root / p))
+
+    def _verify_files(self) -> list[Path]:
+        out: list[Path] = []
+        ck = self.run_dir / "checkpoints"
+        m = _mtime(ck)
+        if m is not None and m != self._ckpt_dir_mtime:
+            self._ckpt_dir_mtime = m
+            out.extend(ck.glob("*.verify.json"))
+        if self.checkpoint_glob and time.monotonic() - self._glob_scan_at >= GLOB_SCAN_SECONDS:
+            self._glob_scan_at = time.monotonic()
+            folders = {p.parent for p in self.root.glob(self.checkpoint_glob)}
+            for folder in folders:
+                if folder != ck:
+                    out.extend(folder.glob("*.verify.json"))
+        return out
+
+    def _checkpoints(self, force: bool = False) -> bool:
+        if force:
+            self._ckpt_dir_mtime = None
+            self._glob_scan_at = 0.0
+        changed = False
+        for vf in self._verify_files():
+            m = _mtime(vf)
+            if m is None or self._verify_seen.get(str(vf)) == m:
+                continue
+            info = read_json(vf)
+            if not isinstance(info, dict) or not isinstance(info.get("path"), str):
+                continue
+            path = self._abs(info["path"])
+            if (
+                vf.parent != self.run_dir / "checkpoints"
+                and self.checkpoint_glob
+                and not fnmatch.fnmatch(os.path.relpath(path, self.root), self.checkpoint_glob)
+            ):
+                continue
+            self._verify_seen[str(vf)] = m
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = None
+            self.ledger.upsert_checkpoint(
+                self.run_id,
+                path,
+                step=info.get("step"),
+                t=info.get("at") or time.time(),
+                bytes=size,
+                verified=1 if info.get("verified") else 0,
+                grade=info.get("grade"),
+                holds=info.get("holds"),
+                problems=info.get("problems") or [],
+                verify_seconds=info.get("verify_seconds"),
+            )
+            self.ledger.event(
+                "checkpoint_verified",
+                self.run_id,
+                path=path,
+                step=info.get("step"),
+                verified=bool(info.get("verified")),
+                grade=info.get("grade"),
+                problems=info.get("problems") or [],
+            )
+            changed = True
+        return changed
+
+    def _verdict(self) -> bool:
+        if self._verdict_seen:
+            return False
+        v = read_json(self.run_dir / "verdict.json")
+        if not isinstance(v, dict) or v.get("attempt", self.attempt) != self.attempt:
+            return False
+        self._verdict_seen = True
+        value = v.get("value")
+        self.ledger.update_run(
+            self.run_id,
+            durable=True,
+            stop_rule=v.get("kind"),
+            stop_value=None if value is None else str(value),
+            stop_step=v.get("step"),
+            stop_reason=v.get("reason"),
+        )
+        self.ledger.event(
+            "verdict",
+            self.run_id,
+            durable=True,
+            t=v.get("at") or time.time(),
+            rule=v.get("kind"),
+            metric=v.get("metric"),
+            value=value,
+            step=v.get("step"),
+            reason=v.get("reason"),
+            attempt=self.attempt,
+        )
+        return True
+
+    def _supervisor(self) -> bool:
+        if self._supervisor_seen:
+            return False
+        info = read_json(self.run_dir / "supervisor.json")
+        if not isinstance(info, dict) or info.get("attempt") != self.attempt:
+            return False
+        self._supervisor_seen = True
+        self.ledger.update_run(self.run_id, pid=info.get("child_pid"), pid_create_time=info.get("child_create_time"))
+        return True
+
+    # -- the end -------------------------------------------------------------------------------
+    def finish(self) -> tuple[str, str | None, dict | None]:
+        """Everything left in the folder, then (state, reason, exit info) of this attempt."""
+        self._metrics(catch_up=True)
+        self._checkpoints(force=True)
+        self._verdict()
+        self._supervisor()
+        exit_info = read_json(self.run_dir / "exit.json")
+        verdict = read_json(self.run_dir / "verdict.json")
+        state, reason = derive_end(exit_info, verdict, self.attempt)
+        return state, reason, exit_info if isinstance(exit_info, dict) else None
+
+    def supervisor_identity(self) -> dict | None:
+        info = read_json(self.run_dir / "supervisor.json")
+        return info if isinstance(info, dict) and info.get("attempt") == self.attempt else None
+
+
+def exit_written(run_dir: Path, attempt: int) -> bool:
+    info: Any = read_json(Path(run_dir) / "exit.json")
+    return isinstance(info, dict) and info.get("attempt") == attempt

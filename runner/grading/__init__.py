@@ -1,0 +1,1 @@
+"""Grading and verification of artifacts: does a checkpoint reload, and how fully."""

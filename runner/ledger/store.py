@@ -1,0 +1,470 @@
+"""The campaign's ledger: one SQLite file (WAL) that the runner alone writes.
+
+It holds every run, launch, checkpoint, metric summary, rule verdict, stop, abort, resume and
+decision, with times. Runs are never deleted. The full metric stream stays in the run's folder;
+the ledger keeps what the console and the report read. Readers (report, verify, console through the
+runner) open it read-only.
+
+Schema (version 1). Times are epoch seconds (UTC). JSON columns hold JSON text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import operator
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL                      -- JSON
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,                     -- <variant>-<8 hex>
+    variant TEXT NOT NULL,
+    category TEXT NOT NULL,
+    config_hash TEXT NOT NULL,               -- the 8 hex digits
+    state TEXT NOT NULL,                     -- queued|running|finished|failed|stopped|aborted|refused
+    run_dir TEXT NOT NULL,                   -- absolute path of runs/<id>
+    planned_hours REAL NOT NULL,
+    queued_at REAL,
+    launched_at REAL,                        -- first launch
+    ended_at REAL,                           -- last end (NULL while running)
+    active_seconds REAL NOT NULL DEFAULT 0,  -- summed time of all attempts that ended
+    attempts INTEGER NOT NULL DEFAULT 0,     -- launches, resumes included
+    supervisor_pid INTEGER,
+    supervisor_create_time REAL,             -- psutil create_time: a reused pid is never re-adopted
+    pid INTEGER,                             -- the training process (group leader)
+    pid_create_time REAL,
+    gpu_slot TEXT,                           -- CUDA_VISIBLE_DEVICES value, or "cpu"
+    returncode INTEGER,
+    stop_reason TEXT,                        -- words, for stopped/aborted/refused/failed
+    stop_rule TEXT,                          -- rule kind that fired (stopped)
+    stop_value TEXT,                         -- the value that broke it
+    stop_step INTEGER,
+    cut_by_decision INTEGER NOT NULL DEFAULT 0,
+    attempt_started_at REAL,                 -- when the current (or last) attempt was launched
+    exit_attempt INTEGER                     -- the attempt whose exit.json has been recorded
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    t REAL NOT NULL,
+    run_id TEXT,                             -- NULL for campaign-wide events
+    kind TEXT NOT NULL,                      -- queued, launched, resumed, adopted, lost, checkpoint,
+                                             -- verdict, stopped, aborted, refused, finished, failed,
+                                             -- decision, runner_start, runner_stop, plan_frozen, ...
+    data TEXT NOT NULL DEFAULT '{}'          -- JSON
+);
+CREATE INDEX IF NOT EXISTS events_run ON events(run_id, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id TEXT NOT NULL,
+    path TEXT NOT NULL,                      -- absolute
+    step INTEGER,
+    t REAL NOT NULL,                         -- when it was seen
+    bytes INTEGER,
+    verified INTEGER,                        -- NULL: not yet checked; 0/1
+    grade TEXT,                              -- full | weights+optimizer | weights | unreadable
+    holds TEXT,                              -- JSON list of parts found
+    problems TEXT,                           -- JSON list of strings
+    write_seconds REAL,                      -- from the sidecar, when the harness wrote it
+    verify_seconds REAL,
+    PRIMARY KEY (run_id, path)
+);
+CREATE TABLE IF NOT EXISTS metric_last (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    step INTEGER,
+    value REAL,                              -- NaN/inf stored as REAL where SQLite allows, else NULL
+    text TEXT,                               -- the value as written ('nan', 'inf', ...)
+    t REAL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS run_progress (
+    run_id TEXT PRIMARY KEY,
+    offset INTEGER NOT NULL DEFAULT 0,       -- bytes of metrics.jsonl already read
+    lines INTEGER NOT NULL DEFAULT 0,
+    bad_lines INTEGER NOT NULL DEFAULT 0,
+    first_t REAL, last_t REAL,
+    first_step INTEGER, last_step INTEGER,
+    truncated INTEGER NOT NULL DEFAULT 0,    -- summed truncated inputs
+    samples INTEGER NOT NULL DEFAULT 0,      -- summed inputs
+    restarts INTEGER NOT NULL DEFAULT 0,     -- times the file was truncated or replaced
+    step_rate REAL                           -- steps per second over the last ingested stretch
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    t REAL NOT NULL,
+    who TEXT NOT NULL,                       -- user@host, or "console"
+    choice TEXT NOT NULL,                    -- continue | cut | revisit
+    variants TEXT NOT NULL DEFAULT '[]',     -- JSON: the variants kept (cut)
+    note TEXT,
+    estimate TEXT                            -- JSON: the re-estimate shown when deciding
+);
+"""
+
+
+def connect(path: str | Path, *, readonly: bool = False, timeout: float = 5.0) -> sqlite3.Connection:
+    """Open the ledger. Writers get WAL and the schema; readers never create or change it."""
+    path = Path(path)
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        return conn
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(SCHEMA)
+    _add_missing_columns(conn)
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    return conn
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A ledger written by an earlier build gains the columns added since (never loses any)."""
+    for table, columns in _ADDED_COLUMNS.items():
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        for name, decl in columns:
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+
+_ADDED_COLUMNS = {
+    "runs": [("attempt_started_at", "REAL"), ("exit_attempt", "INTEGER")],
+    "run_progress": [("restarts", "INTEGER NOT NULL DEFAULT 0"), ("step_rate", "REAL")],
+}
+
+RUN_COLUMNS = (
+    "id",
+    "variant",
+    "category",
+    "config_hash",
+    "state",
+    "run_dir",
+    "planned_hours",
+    "queued_at",
+    "launched_at",
+    "ended_at",
+    "active_seconds",
+    "attempts",
+    "supervisor_pid",
+    "supervisor_create_time",
+    "pid",
+    "pid_create_time",
+    "gpu_slot",
+    "returncode",
+    "stop_reason",
+    "stop_rule",
+    "stop_value",
+    "stop_step",
+    "cut_by_decision",
+    "attempt_started_at",
+    "exit_attempt",
+)
+
+
+def number_text(value: Any) -> tuple[float | None, str | None]:
+    """(REAL column, text column) for a metric value: non-finite floats keep their words."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, None if value is None else str(value)
+    v = float(value)
+    if math.isfinite(v):
+        return v, None
+    return None, "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def text_number(value: float | None, text: str | None) -> float | None:
+    """The inverse of `number_text`: 'nan'/'inf'/'-inf' become floats again."""
+    if value is not None:
+        return value
+    if text in ("nan", "inf", "-inf"):
+        return float(text)
+    return None
+
+
+def _is_num(v: Any) -> bool:
+    return type(v) is float or type(v) is int
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+_NOT_NONE = functools.partial(operator.is_not, None)
+
+
+def _count_sum(rows: list[dict], name: str) -> int:
+    """The sum of a count column (`truncated`, `samples`); lines without it, or with a value that
+    is not a finite number, add nothing."""
+    values = list(filter(_NOT_NONE, map(operator.methodcaller("get", name), rows)))
+    try:
+        total = sum(values)  # C speed; a string raises, a NaN or inf shows in the total
+        if _is_num(total) and math.isfinite(total):
+            return int(total)
+    except TypeError:
+        pass
+    return int(sum(v for v in values if _is_num(v) and math.isfinite(v)))
+
+
+def _fold_last(rows: list[dict]) -> dict[str, tuple[Any, int | None, float | None]]:
+    """name -> (last numeric value, step and t of the line it came from). Lines usually carry the
+    same names, so `dict.update` does the work and only names missing from the last line are
+    looked up backwards."""
+    if not rows:
+        return {}
+    merged: dict[str, Any] = {}
+    for r in rows:
+        merged.update(r)
+    out: dict[str, tuple[Any, int | None, float | None]] = {}
+    final = rows[-1]
+    missing = set()
+    for name, value in merged.items():
+        if name in ("t", "step"):
+            continue
+        if name in final:
+            out[name] = (value, final.get("step"), final.get("t"))
+        else:
+            missing.add(name)
+    for r in reversed(rows):
+        if not missing:
+            break
+        for name in missing & r.keys():
+            out[name] = (r[name], r.get("step"), r.get("t"))
+        missing -= r.keys()
+    return {k: (v, s if _is_int(s) else None, t if _is_num(t) else None) for k, (v, s, t) in out.items() if _is_num(v)}
+
+
+class Ledger:
+    """The runner's writing side. Every method commits before returning; `durable=True` commits
+    with synchronous=FULL (verdicts, stops, aborts), so a power cut cannot lose them."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.conn = connect(self.path)
+        self.listeners: list[Callable[[dict], None]] = []
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        c = self.conn
+        if durable:
+            c.execute("PRAGMA synchronous=FULL")
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        else:
+            c.execute("COMMIT")
+        finally:
+            if durable:
+                c.execute("PRAGMA synchronous=NORMAL")
+
+    # -- events --------------------------------------------------------------------------------
+    def event(
+        self, kind: str, run_id: str | None = None, *, t: float | None = None, durable: bool = False, **data: Any
+    ) -> dict:
+        t = time.time() if t is None else t
+        with self.transaction(durable=durable) as c:
+            cur = c.execute(
+                "INSERT INTO events(t, run_id, kind, data) VALUES (?, ?, ?, ?)",
+                (t, run_id, kind, json.dumps(data, default=str)),
+            )
+        ev = {"seq": cur.lastrowid, "t": t, "run_id": run_id, "kind": kind, **data}
+        for fn in list(self.listeners):
+            fn(ev)
+        return ev
+
+    # -- runs ----------------------------------------------------------------------------------
+    def insert_run(self, row: dict[str, Any]) -> None:
+        cols = [k for k in row if k in RUN_COLUMNS]
+        with self.transaction() as c:
+            c.execute(
+                f"INSERT INTO runs({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", [row[k] for k in cols]
+            )
+            c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (row["id"],))
+
+    def update_run(self, run_id: str, *, durable: bool = False, **cols: Any) -> None:
+        bad = [k for k in cols if k not in RUN_COLUMNS or k == "id"]
+        if bad:
+            raise KeyError(f"not run columns: {bad}")
+        if not cols:
+            return
+        sets = ", ".join(f"{k} = ?" for k in cols)
+        with self.transaction(durable=durable) as c:
+            c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*cols.values(), run_id])
+
+    def run(self, run_id: str) -> dict | None:
+        return get_run(self.conn, run_id)
+
+    def runs(self) -> list[dict]:
+        return all_runs(self.conn)
+
+    # -- metrics and checkpoints ---------------------------------------------------------------
+    def record_metrics(self, run_id: str, records: list[dict], *, offset: int, bad_lines: int, restarts: int) -> None:
+        """Fold a batch of metric records into the run's summary (last value of each metric,
+        progress counters, step rate). `bad_lines`/`restarts` are the reader's running totals."""
+        rows = [r for r in records if "event" not in r]
+        n = len(rows)
+        last = _fold_last(rows)
+        truncated = _count_sum(rows, "truncated")
+        samples = _count_sum(rows, "samples")
+        first_t = next((r["t"] for r in rows if _is_num(r.get("t"))), None)
+        last_t = next((r["t"] for r in reversed(rows) if _is_num(r.get("t"))), None)
+        steps = [r for r in (rows[0], rows[-1]) if _is_int(r.get("step"))] if rows else []
+        first_step, last_step = (steps[0]["step"], steps[-1]["step"]) if steps else (None, None)
+        with self.transaction() as c:
+            for name, (value, step, t) in last.items():
+                real, text = number_text(value)
+                c.execute(
+                    "INSERT INTO metric_last(run_id, name, step, value, text, t) VALUES (?,?,?,?,?,?) "
+                    "ON CONFLICT(run_id, name) DO UPDATE SET step=excluded.step, value=excluded.value, "
+                    "text=excluded.text, t=excluded.t",
+                    (run_id, name, step, real, text, t),
+                )
+            prev = c.execute("SELECT first_t, last_t, last_step FROM run_progress WHERE run_id=?", (run_id,)).fetchone()
+            rate = None
+            if (
+                prev is not None
+                and prev["last_t"] is not None
+                and last_t is not None
+                and last_step is not None
+                and prev["last_step"] is not None
+                and last_t > prev["last_t"]
+            ):
+                rate = (last_step - prev["last_step"]) / (last_t - prev["last_t"])
+            elif first_t is not None and last_t is not None and last_t > first_t and last_step is not None:
+                rate = (last_step - (first_step or 0)) / (last_t - first_t)
+            c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (run_id,))
+            c.execute(
+                "UPDATE run_progress SET offset=?, lines=lines+?, bad_lines=?, restarts=?, "
+                "first_t=COALESCE(first_t, ?), last_t=COALESCE(?, last_t), "
+                "first_step=COALESCE(first_step, ?), last_step=COALESCE(?, last_step), "
+                "truncated=truncated+?, samples=samples+?, step_rate=COALESCE(?, step_rate) "
+                "WHERE run_id=?",
+                (
+                    offset,
+                    n,
+                    bad_lines,
+                    restarts,
+                    first_t,
+                    last_t,
+                    first_step,
+                    last_step,
+                    truncated,
+                    samples,
+                    rate,
+                    run_id,
+                ),
+            )
+
+    def upsert_checkpoint(self, run_id: str, path: str, **fields: Any) -> bool:
+        """Insert or update a checkpoint row; True when the row is new."""
+        allowed = ("step", "t", "bytes", "verified", "grade", "holds", "problems", "write_seconds", "verify_seconds")
+        vals = {
+            k: (json.dumps(v) if k in ("holds", "problems") and v is not None else v)
+            for k, v in fields.items()
+            if k in allowed
+        }
+        vals.setdefault("t", time.time())
+        with self.transaction() as c:
+            row = c.execute("SELECT step FROM checkpoints WHERE run_id=? AND path=?", (run_id, path)).fetchone()
+            new = row is None
+            if new:
+                cols = ["run_id", "path", *vals]
+                c.execute(
+                    f"INSERT INTO checkpoints({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    [run_id, path, *vals.values()],
+                )
+            else:
+                # the same path at another step is a new checkpoint written in place (nanoGPT's
+                # out/ckpt.pt): its time restarts the countdown; otherwise keep when it was written
+                if vals.get("step") is None or vals.get("step") == row["step"]:
+                    vals.pop("t", None)
+                vals = {k: v for k, v in vals.items() if v is not None}
+                if vals:
+                    sets = ", ".join(f"{k} = ?" for k in vals)
+                    c.execute(
+                        f"UPDATE checkpoints SET {sets} WHERE run_id=? AND path=?", [*vals.values(), run_id, path]
+                    )
+        return new
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading (works on a read-only connection too)
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> dict | None:
+    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return dict(row) if row is not None else None
+
+
+def all_runs(conn: sqlite3.Connection) -> list[dict]:
+    return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY COALESCE(queued_at, launched_at), rowid")]
+
+
+def metric_last(conn: sqlite3.Connection) -> dict[str, dict[str, dict]]:
+    """run id -> metric name -> {"value", "step", "t"} (non-finite values as floats)."""
+    out: dict[str, dict[str, dict]] = {}
+    for r in conn.execute("SELECT run_id, name, step, value, text, t FROM metric_last"):
+        out.setdefault(r["run_id"], {})[r["name"]] = {
+            "value": text_number(r["value"], r["text"]),
+            "step": r["step"],
+            "t": r["t"],
+        }
+    return out
+
+
+def progress(conn: sqlite3.Connection) -> dict[str, dict]:
+    return {r["run_id"]: dict(r) for r in conn.execute("SELECT * FROM run_progress")}
+
+
+def checkpoints(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict]:
+    sql = "SELECT * FROM checkpoints" + (" WHERE run_id = ?" if run_id else "") + " ORDER BY t, step"
+    rows = conn.execute(sql, (run_id,) if run_id else ()).fetchall()
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k in ("holds", "problems"):
+            d[k] = json.loads(d[k]) if d[k] else ([] if k == "problems" else None)
+        out.append(d)
+    return out
+
+
+def events(conn: sqlite3.Connection, *, run_id: str | None = None, limit: int = 20) -> list[dict]:
+    """The last `limit` events, oldest first, each {"seq", "t", "run_id", "kind", ...data}."""
+    if run_id is None:
+        rows = conn.execute("SELECT * FROM events ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT * FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT ?", (run_id, limit)
+        ).fetchall()
+    out = []
+    for r in reversed(rows):
+        try:
+            data = json.loads(r["data"])
+        except ValueError:
+            data = {}
+        out.append(
+            {
+                **(data if isinstance(data, dict) else {}),
+                "seq": r["seq"],
+                "t": r["t"],
+                "run_id": r["run_id"],
+                "kind": r["kind"],
+            }
+        )
+    return out

@@ -1,0 +1,1 @@
+"""Supervision of one run: the supervisor process, its stop rules, the metric stream, the process tree, checkpoints seen."""

@@ -1,0 +1,333 @@
+"""The supervisor's checkpoint side: notice new checkpoints and prove each reloads.
+
+A checkpoint is noticed from the harness's `checkpoint` event line, or, for scripts that save on
+their own, as a new `checkpoint_glob` match whose size and mtime held still across two scans. Each
+is graded in a fresh interpreter (`python -m runner.grading.checkpoint_grade PATH --json`, the CONTRACT's
+`checkpoint --json` output), one at a time, with no GPU visible so a verifier never takes memory
+from the training process. The result lands beside the file as `<name>.verify.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from campaign_train.atomic import read_json, write_json_atomic
+from runner.supervision import kept_copy
+
+SCAN_SECONDS = 1.0
+VERIFY_TIMEOUT = 900.0  # one checkpoint's grading; a hung verifier is killed
+FINAL_WAIT = 900.0  # how long the end of an attempt waits for pending verifications
+
+
+def verify_path_for(ckpt: Path) -> Path:
+    return ckpt.with_name(ckpt.stem + ".verify.json")
+
+
+def step_of(ckpt: Path, hint: object = None) -> int | None:
+    if isinstance(hint, int) and not isinstance(hint, bool):
+        return hint
+    side = read_json(ckpt.with_suffix(".json"))
+    if isinstance(side, dict) and isinstance(side.get("step"), int):
+        return side["step"]
+    m = re.findall(r"\d+", ckpt.stem)
+    return int(m[-1]) if m else None
+
+
+def write_verify_record(
+    path: Path,
+    step: int | None,
+    result: dict | None,
+    problems: list[str],
+    seconds: float,
+    at: float,
+    kept: str | None = None,
+) -> dict:
+    """`<name>.verify.json` beside the checkpoint: what the runner ingests into the ledger."""
+    record = {
+        "path": str(path),
+        "step": step,
+        "kept_copy": kept,
+        "verified": bool(result and result.get("verified")),
+        "grade": (result or {}).get("grade", "unreadable"),
+        "holds": (result or {}).get("holds", []),
+        "problems": (result or {}).get("problems", []) + problems,
+        "verify_seconds": round(seconds, 3),
+        "at": at,
+    }
+    write_json_atomic(verify_path_for(path), record)
+    return record
+
+
+def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT) -> dict:
+    """Grade one checkpoint in a fresh interpreter and write its record; blocking. For the runner,
+    which must sometimes judge a checkpoint no supervisor saw (one written by an orphaned process
+    while it was being stopped)."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    t0 = time.monotonic()
+    problems: list[str] = []
+    result = None
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "runner.grading.checkpoint_grade", str(path), "--json"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+        )
+        result = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        problems.append("verifier timed out")
+    except (OSError, ValueError, IndexError) as exc:
+        problems.append(f"verifier failed: {exc}")
+    if not isinstance(result, dict):
+        result = None
+    return write_verify_record(
+        path,
+        step_of(path, None if result is None else result.get("step")),
+        result,
+        problems,
+        time.monotonic() - t0,
+        time.time(),
+    )
+
+
+class _Job:
+    def __init__(self, path: Path, step: int | None, from_glob: bool = False) -> None:
+        self.path = path
+        self.step = step
+        self.from_glob = from_glob  # a file the script saves itself, maybe in place
+        self.snapshot: Path | None = None  # what was graded instead of the live file
+        self.sig: tuple[int, int] | None = None
+        self.copy_problem: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.out = b""
+        self.err = None
+        self.started = 0.0
+
+
+class CheckpointWatcher:
+    """Queue of checkpoints to grade, run one verifier at a time inside the supervisor's loop."""
+
+    def __init__(self, spec, sel: selectors.BaseSelector, on_verified: Callable[[float], None]) -> None:
+        self.root: Path = spec.root
+        self.run_dir: Path = spec.run_dir
+        self.glob: str | None = spec.checkpoint_glob
+        self.sel = sel
+        self.on_verified = on_verified
+        self.queue: list[_Job] = []
+        self.job: _Job | None = None
+        self.seen: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) handled
+        self.pending_sizes: dict[str, tuple[int, int]] = {}  # glob matches waiting to be stable
+        self.next_scan = time.monotonic()
+        self.verified_count = 0
+        self.abandoned = False
+
+    # -- noticing ------------------------------------------------------------------------------
+    def on_event(self, ev: dict) -> None:
+        raw = ev.get("path")
+        if not isinstance(raw, str) or not raw:
+            return
+        path = Path(raw)
+        if not path.is_absolute():
+            path = self.root / raw if (self.root / raw).exists() else self.run_dir / raw
+        self._enqueue(path, ev.get("step"))
+
+    def next_scan_in(self) -> float:
+        if not self.glob:
+            return 3600.0
+        return max(0.0, self.next_scan - time.monotonic())
+
+    def maybe_scan(self) -> None:
+        if self.glob and time.monotonic() >= self.next_scan:
+            self.scan_now()
+
+    def scan_now(self, final: bool = False) -> None:
+        """Look for new `checkpoint_glob` matches; `final` (the run has ended: nothing is still
+        being written) takes them without waiting for a second look."""
+        if not self.glob:
+            return
+        self.next_scan = time.monotonic() + SCAN_SECONDS
+        kept = kept_copy.kept_dir(self.run_dir)
+        for path in sorted(self.root.glob(self.glob)):
+            if path.name.endswith(".verify.json") or not path.is_file() or kept in path.parents:
+                continue
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            sig = (st.st_size, st.st_mtime_ns)
+            key = str(path)
+            if (key, *sig) in self.seen:
+                continue
+            if self.pending_sizes.get(key) != sig and not final:
+                self.pending_sizes[key] = sig  # changed since the last scan: wait
+                continue
+            self.pending_sizes.pop(key, None)
+            done = verify_path_for(path)
+            if done.exists() and done.stat().st_mtime_ns >= st.st_mtime_ns:
+                self.seen.add((key, *sig))  # graded by an earlier attempt
+                continue
+            self._enqueue(path, None, from_glob=True)
+
+    def _enqueue(self, path: Path, step: object, from_glob: bool = False) -> None:
+        try:
+            st = path.stat()
+        except OSError:
+            st = None
+        key = (str(path), st.st_size, st.st_mtime_ns) if st else (str(path), -1, -1)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.queue.append(_Job(path, step_of(path, step), from_glob))
+        self._start_next()
+
+    # -- grading -------------------------------------------------------------------------------
+    def pids(self) -> set[int]:
+        return {self.job.proc.pid} if self.job and self.job.proc else set()
+
+    def _start_next(self) -> None:
+        if self.job is not None or not self.queue or self.abandoned:
+            return
+        job = self.queue.pop(0)
+        if not job.path.exists():
+            self._record(job, None, ["the checkpoint file is gone"])
+            return self._start_next()
+        job.started = time.monotonic()
+        if job.from_glob:  # grade a copy: the script may rewrite (or truncate) the file meanwhile
+            try:
+                job.snapshot, job.sig = kept_copy.snapshot(job.path, self.run_dir, self.root)
+                st = job.path.stat()
+                if (st.st_size, st.st_mtime_ns) != job.sig:
+                    # rewritten while being copied: the copy may be torn; the next scan takes the new one
+                    kept_copy.discard(job.snapshot)
+                    self.seen.discard((str(job.path), *job.sig))
+                    return self._start_next()
+            except FileNotFoundError:
+                return self._start_next()  # replaced meanwhile: the next scan finds the new file
+            except OSError as exc:
+                job.copy_problem = f"no copy kept of the last good version: {exc}"
+        env = dict(os.environ)
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["PYTHONUNBUFFERED"] = "1"
+        job.err = tempfile.TemporaryFile()
+        graded = job.snapshot or job.path
+        try:
+            job.proc = subprocess.Popen(
+                [sys.executable, "-m", "runner.grading.checkpoint_grade", str(graded), "--json"],
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=job.err,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._record(job, None, [f"could not start the verifier: {exc}"])
+            return self._start_next()
+        os.set_blocking(job.proc.stdout.fileno(), False)
+        self.sel.register(job.proc.stdout, selectors.EVENT_READ, "verify")
+        self.job = job
+
+    def on_ready(self, key: selectors.SelectorKey) -> None:
+        job = self.job
+        if job is None or key.fileobj is not job.proc.stdout:
+            return
+        try:
+            data = os.read(job.proc.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return
+        if data:
+            job.out += data
+            return
+        self._complete(job)
+
+    def check_timeout(self) -> None:
+        job = self.job
+        if job and job.proc and time.monotonic() - job.started > VERIFY_TIMEOUT:
+            job.proc.kill()
+            job.out = b""
+            self._complete(job, timed_out=True)
+
+    def _complete(self, job: _Job, timed_out: bool = False) -> None:
+        self.sel.unregister(job.proc.stdout)
+        job.proc.stdout.close()
+        rc = job.proc.wait()
+        self.job = None
+        result = None
+        problems: list[str] = []
+        try:
+            result = json.loads(job.out.decode("utf-8", "replace").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            result = None
+        if not isinstance(result, dict):
+            result = None
+            job.err.seek(0)
+            tail = job.err.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            problems.append(
+                "verifier timed out"
+                if timed_out
+                else f"verifier failed (exit {rc}): {tail[-1] if tail else 'no output'}"
+            )
+        job.err.close()
+        self._record(job, result, problems)
+        self._start_next()
+
+    def _record(self, job: _Job, result: dict | None, problems: list[str]) -> None:
+        now = time.time()
+        verified = bool(result and result.get("verified"))
+        step = job.step if job.step is not None else (result or {}).get("step")
+        kept = None
+        if job.snapshot is not None:
+            if verified:
+                kept = str(kept_copy.keep(job.snapshot, job.path, job.sig, step, now))
+            else:
+                kept_copy.discard(job.snapshot)
+        if job.copy_problem:
+            problems = problems + [job.copy_problem]
+        write_verify_record(
+            job.path, step, result, problems, time.monotonic() - job.started if job.started else 0.0, now, kept=kept
+        )
+        if verified:
+            self.verified_count += 1
+            self.on_verified(now)
+
+    # -- the end -------------------------------------------------------------------------------
+    def wait_all(self, dispatch: Callable[[selectors.SelectorKey], None]) -> None:
+        """Finish pending gradings (the attempt's last checkpoint is its resume point); other
+        ready keys go to `dispatch` (signals may still arrive meanwhile)."""
+        deadline = time.monotonic() + FINAL_WAIT
+        while (self.job or self.queue) and not self.abandoned and time.monotonic() < deadline:
+            for key, _ in self.sel.select(0.2):
+                if key.data == "verify":
+                    self.on_ready(key)
+                else:
+                    dispatch(key)
+            self.check_timeout()
+        self.abandon()
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        self.queue.clear()
+        job = self.job
+        if job and job.proc and job.proc.poll() is None:
+            try:
+                os.killpg(job.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            job.proc.wait()
+        if job and job.proc:  # not graded: a later attempt or scan grades it
+            self.sel.unregister(job.proc.stdout)
+            job.proc.stdout.close()
+            job.err.close()
+            self.job = None

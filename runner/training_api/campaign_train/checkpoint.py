@@ -1,0 +1,605 @@
+"""Full-state checkpoints that a new process can resume from exactly.
+
+A resume point is more than weights (BRIEF.md): model, optimizer, scheduler, AMP scaler, progress,
+every random-number state and the data position. `Checkpointer` saves all of it in one
+`torch.save` file that loads with `torch.load(weights_only=True)` (RNG states are kept as tensors
+and plain ints, never NumPy objects), writes it atomically, keeps the last N, writes the sidecar and
+announces each checkpoint on the metric stream (docs/INTERNALS.md).
+
+Why the save is split in two: the training loop only waits for the serialisation into a temp file
+in the checkpoint folder (the same work a plain `torch.save` does, so the stall stays near it); the
+fsync, the sha256, the rename into place, the folder fsync, the sidecar and the pruning run in a
+background thread. A checkpoint is visible under its real name only once it is durable, so a
+reader never sees a partial file; the next save (and interpreter exit) waits for that thread.
+
+Signals: SIGTERM asks for a save and a clean exit (`should_stop`); SIGUSR1 asks for a save at the
+next `maybe_save`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from campaign_train import metrics
+
+FORMAT = "campaign-checkpoint/1"
+CHECKPOINT_DIR = "checkpoints"
+DEFAULT_EVERY_S = 1800.0
+FINAL_NAME = "final"
+SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+
+
+# ---------------------------------------------------------------------------------------------
+# Names and atomic files
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{int(step):09d}"
+
+
+def sidecar_path(ckpt: Path) -> Path:
+    return ckpt.with_suffix(".json")
+
+
+def verify_record_paths(ckpt: Path) -> tuple[Path, Path]:
+    """Where the supervisor may put its verdict on `ckpt` (`ckpt-N.verify.json` or `ckpt-N.pt.verify.json`)."""
+    return ckpt.with_name(ckpt.stem + ".verify.json"), ckpt.with_name(ckpt.name + ".verify.json")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Temp file in the same folder, fsync, rename, fsync the folder."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_verify_record(ckpt: Path) -> dict | None:
+    for p in verify_record_paths(ckpt):
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def list_checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every `ckpt-<step>.pt` in `directory`, oldest first."""
+    out = []
+    for p in directory.glob("ckpt-*.pt"):
+        try:
+            out.append((int(p.stem.split("-", 1)[1]), p))
+        except ValueError:
+            continue
+    return sorted(out)
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The newest complete checkpoint (sidecar present, size matching) not verified as bad."""
+    for _step, p in reversed(list_checkpoints(directory)):
+        try:
+            meta = json.loads(sidecar_path(p).read_text(encoding="utf-8"))
+            if meta.get("bytes") != p.stat().st_size:
+                continue
+        except (OSError, ValueError):
+            continue
+        record = read_verify_record(p)
+        if record is not None and record.get("verified") is False:
+            continue
+        return p
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Random-number states as tensors and plain values (weights_only-safe)
+
+
+def rng_state() -> dict[str, Any]:
+    version, internal, gauss = random.getstate()
+    state: dict[str, Any] = {
+        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
+        "torch": torch.get_rng_state(),
+    }
+    np = sys.modules.get("numpy")
+    if np is not None:
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        state["numpy"] = {
+            "kind": str(kind),
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = list(torch.cuda.get_rng_state_all())
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+
+        n = state["numpy"]
+        np.random.set_state(
+            (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+        )
+    if "cuda" in state and torch.cuda.is_available():
+        if len(state["cuda"]) != torch.cuda.device_count():
+            raise RuntimeError(
+                f"checkpoint holds CUDA RNG states for {len(state['cuda'])} devices, "
+                f"this process sees {torch.cuda.device_count()}"
+            )
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Data position
+
+
+class ResumableSampler(torch.utils.data.Sampler):
+    """A (shuffled) sampler that resumes mid-epoch at the exact next sample.
+
+    Each epoch's order is a permutation drawn from its own generator (seed, epoch), so it does not
+    depend on the global RNG. The position counts what the loop *consumed* (`advance`), not what
+    the DataLoader prefetched, so it is right with worker processes too. An epoch ends when every
+    sample was consumed (use `drop_last=False`).
+    """
+
+    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0) -> None:
+        self.n = int(n)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.epoch = 0
+        self.consumed = 0
+
+    def order(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.n))
+        g = torch.Generator()
+        g.manual_seed(self.seed * 1_000_003 + epoch)
+        return torch.randperm(self.n, generator=g).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.order(self.epoch)[self.consumed :]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def advance(self, k: int) -> None:
+        """The loop consumed `k` more samples (call once per batch with its size)."""
+        self.consumed += int(k)
+        if self.consumed >= self.n:
+            self.epoch += 1
+            self.consumed = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "ResumableSampler",
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "n": self.n,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("n", "seed", "shuffle"):
+            if state.get(key) != getattr(self, key):
+                raise ValueError(
+                    f"data position was saved for {key}={state.get(key)!r}, "
+                    f"this sampler has {getattr(self, key)!r}: the corpus or seed changed"
+                )
+        self.epoch = int(state["epoch"])
+        self.consumed = int(state["consumed"])
+
+
+def resumable_loader(
+    dataset: Any, batch_size: int, *, seed: int = 0, shuffle: bool = True, **kwargs: Any
+) -> torch.utils.data.DataLoader:
+    """A DataLoader over a `ResumableSampler` (`loader.sampler`) that leaves the global RNG alone.
+
+    A plain DataLoader draws its worker seed from the global torch RNG each time an epoch starts;
+    after a mid-epoch resume that draw would happen at a different point and shift every later
+    random number. Its own generator keeps the global stream identical to an uninterrupted run.
+    """
+    sampler = ResumableSampler(len(dataset), shuffle=shuffle, seed=seed)
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, generator=gen, drop_last=False, **kwargs
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A consistent copy of the state, so serialisation can leave the training thread
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _room_for_copy(state: dict[str, Any]) -> bool:
+    """A second host copy must fit with room to spare; otherwise serialise in the loop (slower)."""
+    try:
+        import psutil
+
+        return _tensor_bytes(state) * 1.5 < psutil.virtual_memory().available
+    except Exception:
+        return False
+
+
+def snapshot(obj: Any, _memo: dict | None = None) -> Any:
+    """A deep copy whose tensors are detached CPU copies (GPU tensors are copied to the host).
+
+    Containers keep their type and attributes (a module state dict's `_metadata`); tensors that
+    were the same view of the same memory stay one tensor in the copy (tied weights stay tied).
+    """
+    memo: dict = {} if _memo is None else _memo
+    if isinstance(obj, torch.Tensor):
+        key = (
+            (
+                obj.untyped_storage().data_ptr(),
+                obj.storage_offset(),
+                tuple(obj.shape),
+                obj.stride(),
+                obj.dtype,
+                str(obj.device),
+            )
+            if obj.numel()
+            else None
+        )
+        if key is not None and key in memo:
+            return memo[key]
+        out = obj.detach().to("cpu", copy=True)
+        if key is not None:
+            memo[key] = out
+        return out
+    if isinstance(obj, dict):
+        out = type(obj)()
+        for k, v in obj.items():
+            out[k] = snapshot(v, memo)
+        attrs = getattr(obj, "__dict__", None)
+        if attrs:
+            out.__dict__.update({k: snapshot(v, memo) for k, v in attrs.items()})
+        return out
+    if isinstance(obj, list):
+        return [snapshot(v, memo) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(snapshot(v, memo) for v in obj)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# The checkpointer
+
+
+@dataclass
+class Restored:
+    """What `Checkpointer.restore` brought back besides the objects it loaded in place."""
+
+    path: Path
+    step: int
+    epoch: int | None
+    data: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Checkpointer:
+    """Saves and restores everything an exact resume needs, for one training loop.
+
+    ```
+    ckpt = Checkpointer(model, opt, scheduler=sched, sampler=loader.sampler, keep=3)
+    restored = ckpt.restore()            # CAMPAIGN_RESUME_FROM or the latest good checkpoint
+    step = restored.step if restored else 0
+    while step < total:
+        ...one step...
+        step += 1
+        ckpt.maybe_save(step)            # on schedule, on SIGUSR1, and on SIGTERM
+        if ckpt.should_stop:
+            ckpt.exit()                  # checkpoint durable, metrics flushed, exit 143
+    ckpt.save_final(step)
+    ```
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: Any = None,
+        *,
+        scheduler: Any = None,
+        scaler: Any = None,
+        sampler: ResumableSampler | None = None,
+        every_s: float | None = None,
+        keep: int = 3,
+        directory: str | Path | None = None,
+        install_signals: bool = True,
+        background: bool = True,
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.scaler = scaler
+        self.sampler = sampler
+        if every_s is None:
+            env = os.environ.get("CAMPAIGN_CHECKPOINT_EVERY")
+            every_s = float(env) if env else DEFAULT_EVERY_S
+        self.every_s = float(every_s)
+        self.keep = max(1, int(keep))
+        self.background = background  # False: serialise in the loop (no second host copy)
+        self.last_stall_seconds: float | None = None
+        self.dir = Path(directory) if directory else metrics.run_dir() / CHECKPOINT_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.should_stop = False
+        self.save_requested = False
+        self.last_save_at = time.monotonic()
+        self.last_path: Path | None = None
+        self._pending: threading.Thread | None = None
+        self._pending_error: BaseException | None = None
+        metrics.writer()  # opened here, in the main thread, with its hooks
+        self._remove_stale_temps()
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            signal.signal(signal.SIGUSR1, self._on_sigusr1)
+
+    # -- signals --------------------------------------------------------------------------------
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.should_stop = True
+        metrics.mark_sigterm()
+
+    def _on_sigusr1(self, signum: int, frame: Any) -> None:
+        self.save_requested = True
+
+    def _remove_stale_temps(self) -> None:
+        """Temp files of an attempt killed mid-save are never checkpoints: remove them."""
+        for p in self.dir.glob(".*.tmp-*"):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+    # -- saving ---------------------------------------------------------------------------------
+    def holds(self, data_state: Any) -> list[str]:
+        parts = ["model"]
+        if self.optimizer is not None:
+            parts.append("optimizer")
+        if self.scheduler is not None:
+            parts.append("scheduler")
+        if self.scaler is not None:
+            parts.append("scaler")
+        parts += ["progress", "rng"]
+        if data_state is not None:
+            parts.append("data")
+        return parts
+
+    def seconds_to_next(self) -> float:
+        return max(0.0, self.every_s - (time.monotonic() - self.last_save_at))
+
+    def maybe_save(
+        self, step: int, *, epoch: int | None = None, data_state: Any = None, extra: dict[str, Any] | None = None
+    ) -> Path | None:
+        """Saves when the interval has passed, or when SIGUSR1 or SIGTERM asked for it."""
+        due = self.save_requested or self.should_stop or self.seconds_to_next() <= 0
+        if not due:
+            return None
+        path = self.save(step, epoch=epoch, data_state=data_state, extra=extra)
+        if self.should_stop:
+            self.wait()
+        return path
+
+    def save(
+        self,
+        step: int,
+        *,
+        epoch: int | None = None,
+        data_state: Any = None,
+        extra: dict[str, Any] | None = None,
+        final: bool = False,
+    ) -> Path:
+        """Writes a checkpoint now; returns its final path (durable once `wait()` returns)."""
+        self.wait()
+        t0 = time.perf_counter()
+        if data_state is None and self.sampler is not None:
+            data_state = self.sampler.state_dict()
+        holds = self.holds(data_state)
+        state: dict[str, Any] | None = {
+            "format": FORMAT,
+            "model": self.model.state_dict(),
+            "progress": {"step": int(step), "epoch": epoch, "extra": dict(extra or {})},
+            "rng": rng_state(),
+            "holds": holds,
+        }
+        if self.optimizer is not None:
+            state["optimizer"] = self.optimizer.state_dict()
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        if data_state is not None:
+            state["data"] = data_state
+        name = FINAL_NAME if final else checkpoint_name(step)
+        dst = self.dir / f"{name}.pt"
+        tmp = self.dir / f".{name}.pt.tmp-{os.getpid()}"
+        mode = "snapshot" if self.background and _room_for_copy(state) else "inline"
+        if mode == "snapshot":
+            state = snapshot(state)  # the loop may go on: this copy no longer changes
+        else:
+            try:
+                torch.save(state, tmp)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            state = None
+        stall = time.perf_counter() - t0
+        meta = {
+            "format": FORMAT,
+            "run_id": metrics.run_id(),
+            "step": int(step),
+            "epoch": epoch,
+            "time": time.time(),
+            "holds": holds,
+            "final": final,
+            "stall_seconds": round(stall, 4),
+            "save_mode": mode,
+        }
+        self._pending = threading.Thread(
+            target=self._complete, args=(state, tmp, dst, meta, t0), name="checkpoint-commit", daemon=False
+        )
+        del state
+        self._pending.start()
+        self.save_requested = False
+        self.last_save_at = time.monotonic()
+        self.last_path = dst
+        self.last_stall_seconds = stall
+        if final:
+            self.wait()
+        return dst
+
+    def _complete(self, state: dict | None, tmp: Path, dst: Path, meta: dict[str, Any], t0: float) -> None:
+        """[Serialise the snapshot,] fsync + sha256, rename into place, sidecar, prune, announce.
+
+        Runs off the training thread: torch.save releases the GIL while it writes tensor data.
+        """
+        try:
+            if state is not None:
+                torch.save(state, tmp)
+                del state
+            digest = hashlib.sha256()
+            size = 0
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+                while chunk := f.read(8 << 20):
+                    digest.update(chunk)
+                    size += len(chunk)
+            os.replace(tmp, dst)
+            fsync_dir(self.dir)
+            write_seconds = time.perf_counter() - t0
+            meta.update(bytes=size, sha256=digest.hexdigest(), write_seconds=round(write_seconds, 4))
+            write_json_atomic(sidecar_path(dst), meta)
+            if not meta["final"]:
+                self.prune()
+            metrics.event(
+                "checkpoint",
+                step=meta["step"],
+                path=str(dst),
+                bytes=size,
+                write_seconds=meta["write_seconds"],
+                holds=meta["holds"],
+                final=meta["final"],
+            )
+        except BaseException as exc:  # reported to the training thread at the next wait()
+            self._pending_error = exc
+            tmp.unlink(missing_ok=True)
+            print(f"campaign_train.checkpoint: saving {dst} failed: {exc!r}", file=sys.stderr)
+
+    def wait(self) -> None:
+        """Blocks until the last save is durable; raises if it failed."""
+        if self._pending is not None:
+            self._pending.join()
+            self._pending = None
+        if self._pending_error is not None:
+            exc, self._pending_error = self._pending_error, None
+            raise RuntimeError(f"the last checkpoint could not be written: {exc}") from exc
+
+    def save_final(self, step: int, **kwargs: Any) -> Path:
+        """`checkpoints/final.pt` + `final.json` (final=true), written and durable on return."""
+        return self.save(step, final=True, **kwargs)
+
+    def prune(self) -> None:
+        """Keeps the newest `keep` checkpoints, and the newest verified one if none of those is."""
+        items = list_checkpoints(self.dir)
+        kept = items[-self.keep :]
+        older = items[: -self.keep]
+        if older and not any((read_verify_record(p) or {}).get("verified") for _, p in kept):
+            for i in range(len(older) - 1, -1, -1):
+                if (read_verify_record(older[i][1]) or {}).get("verified"):
+                    older.pop(i)
+                    break
+        for _step, p in older:
+            for q in (p, sidecar_path(p), *verify_record_paths(p)):
+                q.unlink(missing_ok=True)
+
+    def exit(self, code: int | None = None) -> None:
+        """After SIGTERM: make the last save durable, write the end event, leave (143 by default)."""
+        self.wait()
+        metrics.end("sigterm" if self.should_stop else "ok")
+        sys.exit(SIGTERM_EXIT_CODE if code is None and self.should_stop else (code or 0))
+
+    # -- restoring ------------------------------------------------------------------------------
+    def find_resume_point(self) -> Path | None:
+        env = os.environ.get("CAMPAIGN_RESUME_FROM")
+        if env:
+            p = Path(env)
+            if not p.is_file():
+                raise FileNotFoundError(f"CAMPAIGN_RESUME_FROM names {p}, which does not exist")
+            return p
+        return latest_checkpoint(self.dir)
+
+    def restore(self, path: str | Path | None = None) -> Restored | None:
+        """Loads the resume point into the model, optimizer, ... and the RNGs; None for a fresh start.
+
+        Load errors are raised, never swallowed: a run that cannot resume must not silently
+        start again from step 0.
+        """
+        p = Path(path) if path else self.find_resume_point()
+        if p is None:
+            metrics.start(None)
+            return None
+        state = torch.load(p, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise ValueError(f"{p} is not a {FORMAT} checkpoint")
+        self.model.load_state_dict(state["model"])
+        for part, obj in (("optimizer", self.optimizer), ("scheduler", self.scheduler), ("scaler", self.scaler)):
+            if obj is None:
+                continue
+            if part not in state:
+                raise ValueError(f"{p} holds no {part} state, but this loop has one")
+            obj.load_state_dict(state[part])
+        data = state.get("data")
+        if self.sampler is not None and data is not None:
+            self.sampler.load_state_dict(data)
+        set_rng_state(state["rng"])
+        progress = state["progress"]
+        self.last_path = p
+        self.last_save_at = time.monotonic()
+        metrics.start(str(p))
+        return Restored(
+            path=p,
+            step=int(progress["step"]),
+            epoch=progress.get("epoch"),
+            data=data,
+            extra=dict(progress.get("extra") or {}),
+        )
