@@ -29,6 +29,7 @@ typical session:
   campaign plan my-campaign          check the schedule against the rental window
   campaign console my-campaign       start the runner (if needed) and watch it
   campaign report my-campaign        the closing budget report
+  campaign pull me@gpu-host:my-campaign    (on your laptop) copy the results off and verify them
 try it:  campaign demo              (a small campaign that runs on CPU in minutes)
 """
 
@@ -48,6 +49,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint": ("runner.cli.checkpoint_cmd:cmd_checkpoint", "load a checkpoint in a fresh process and grade it"),
     "verify": ("runner.cli.report_cmds:cmd_verify", "check the deliverables of every run"),
     "report": ("runner.cli.report_cmds:cmd_report", "the closing budget report"),
+    "pull": (
+        "runner.cli.pull_cmds:cmd_pull",
+        "on your own machine: copy the files off the host over ssh and verify them",
+    ),
+    "retrieval": ("runner.cli.pull_cmds:cmd_retrieval", "what must leave the host, with sha256s (what pull reads)"),
 }
 
 
@@ -77,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p["resume"].add_argument("args", nargs="+", metavar="[FILE] RUN")
     p["checkpoint"].add_argument("path", metavar="PATH")
     p["checkpoint"].add_argument("--json", action="store_true")
+    from runner.cli.pull_cmds import add_arguments as add_pull_arguments
+
+    add_pull_arguments(p)
     return parser
 
 

@@ -27,6 +27,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "run_detail": ("run",),
     "down": (),
     "ping": (),
+    "retrieval_verified": ("files", "bytes", "to"),
 }
 
 

@@ -346,6 +346,8 @@ class Daemon:
             return self._decide(args)
         if op == "run_detail":
             return self._run_detail(_text(args, "run"))
+        if op == "retrieval_verified":
+            return self._retrieval_verified(args)
         if op == "down":
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
             return {"stopping": True, "active_runs": sorted(self.manager.active)}
@@ -377,6 +379,16 @@ class Daemon:
         self.dirty = True
         self._on_ledger_event({"t": time.time(), "run_id": None, "kind": "decision", "choice": result.get("choice")})
         return result
+
+    def _retrieval_verified(self, args: dict) -> dict:
+        """`campaign pull` checked every file on the user's machine: kept in the ledger for good."""
+        files, size = args.get("files"), args.get("bytes")
+        if not isinstance(files, int) or not isinstance(size, int) or files < 0 or size < 0:
+            raise RequestError("'files' and 'bytes' must be whole numbers", code="bad_input")
+        record = {"files": files, "bytes": size, "to": _text(args, "to"), "dest": str(args.get("dest") or "")}
+        self.ledger.event("retrieval_verified", **record)
+        self.dirty = True
+        return {"recorded": True, "at": time.time(), **record}
 
     def _run_detail(self, run_id: str) -> dict:
         run = self.ledger.run(run_id)

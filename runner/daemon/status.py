@@ -282,6 +282,8 @@ def build_snapshot(
         "variants": variants,
         "pilot": pilot_info(campaign, conn) if conn is not None else None,
         "events": L.events(conn, limit=20) if conn is not None else [],
+        # the last `campaign pull` that verified every file on the user's machine (None: not yet)
+        "retrieval": L.last_event(conn, "retrieval_verified") if conn is not None else None,
     }
     if runner is None:
         snap["runner_error"] = runner_error or "the runner is not running"

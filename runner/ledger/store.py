@@ -468,3 +468,15 @@ def events(conn: sqlite3.Connection, *, run_id: str | None = None, limit: int = 
             }
         )
     return out
+
+
+def last_event(conn: sqlite3.Connection, kind: str) -> dict | None:
+    """The latest event of one kind ({"t", ...data}), or None."""
+    row = conn.execute("SELECT t, data FROM events WHERE kind = ? ORDER BY seq DESC LIMIT 1", (kind,)).fetchone()
+    if row is None:
+        return None
+    try:
+        data = json.loads(row["data"])
+    except ValueError:
+        data = {}
+    return {"t": row["t"], **(data if isinstance(data, dict) else {})}

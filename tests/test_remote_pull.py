@@ -1,0 +1,159 @@
+"""`campaign pull` against a real sshd on loopback with a throwaway key: rsync and sftp, resume,
+a file changed on the host after the manifest, the tool found in the host's virtualenv, and the
+verified retrieval recorded on the host (status --json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from runner.remote.pull import STATE_FILE, pull
+from runner.remote.ssh import Address, CopyTool, RemoteError, Session
+from tests.helpers_runner import kill_processes_under, wait_for, write_campaign
+from tests.helpers_sshd import start_sshd, stop_sshd
+
+REMOTE = f"{sys.executable} -m runner"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """sshd plus a campaign whose one run has finished and whose output folder is written."""
+    from runner.campaign.model import load_campaign
+    from runner.daemon import client, control
+
+    base = tmp_path_factory.mktemp("pull")
+    server = start_sshd(base / "sshd")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CAMPAIGN_SLOTS", "1")
+    root = base / "camp"
+    write_campaign(root, [{"name": "a", "n": 8, "delay": 0.01}])
+    c = load_campaign(root)
+    control.up(c)
+    try:
+        wait_for(
+            lambda: any(r["state"] == "finished" for r in client.request(c, "status")["runs"]), 30, "the run to finish"
+        )
+        wait_for(lambda: (c.output_path / "manifest.toml").exists(), 30, "the manifest")
+        wait_for(lambda: "runs/" in (c.output_path / "manifest.toml").read_text(), 30, "the run in the manifest")
+        yield server, c
+    finally:
+        try:
+            control.down(c, abort_runs=True, timeout=30)
+        except Exception:
+            pass
+        stop_sshd(server)
+        kill_processes_under(base)
+        mp.undo()
+
+
+def session(server) -> Session:
+    return Session(server.alias, server.options(), remote_campaign=REMOTE)
+
+
+def tree(dest: Path) -> dict[str, tuple[int, int]]:
+    return {
+        p.relative_to(dest).as_posix(): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in dest.rglob("*")
+        if p.is_file() and p.name != STATE_FILE
+    }
+
+
+def test_address_parsing():
+    assert Address.parse("me@gpu:camp") == Address("me@gpu", "camp")
+    assert Address.parse("gpu:/abs/camp").path == "/abs/camp"
+    assert Address.parse("[me@::1]:camp") == Address("me@::1", "camp")
+    for bad in ("nohost", ":camp", "me@:camp"):
+        with pytest.raises(ValueError):
+            Address.parse(bad)
+
+
+def test_pull_with_rsync_verifies_and_the_host_records_it(host, tmp_path, capsys):
+    server, c = host
+    dest = tmp_path / "laptop"
+    rc = main(["pull", "-F", str(server.config), "--remote-campaign", REMOTE, f"testhost:{c.root}", str(dest)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "copying" in out and "with rsync" in out
+    assert "verified: all" in out and "the host recorded the retrieval as verified" in out
+    assert (dest / "deliverables" / "manifest.toml").read_bytes() == (c.output_path / "manifest.toml").read_bytes()
+    listed = json.loads((dest / STATE_FILE).read_text())["list"]["files"]
+    assert listed and all((dest / e["path"]).is_file() for e in listed)
+    assert any(e["path"].startswith("runs/") and e["kind"] == "records" for e in listed)
+    assert main(["status", str(c.root), "--json"]) == 0
+    snap = json.loads(capsys.readouterr().out)
+    retrieval = snap["retrieval"]
+    assert retrieval["files"] == len(listed) and retrieval["bytes"] == sum(e["bytes"] for e in listed)
+    assert "@" in retrieval["to"] and retrieval["dest"] == str(dest.resolve())
+
+
+def test_pull_with_sftp_resumes_without_copying_finished_files(host, tmp_path):
+    server, c = host
+    dest = tmp_path / "laptop"
+    with session(server) as s:
+        first = pull(Address("testhost", str(c.root)), dest, s, tool=CopyTool.SFTP, say=lambda _: None, record=False)
+    assert first.ok and first.tool is CopyTool.SFTP and not first.skipped
+    before = tree(dest)
+    # an interrupted copy: one file never arrived, another stopped half way
+    gone = sorted(before)[0]
+    torn = max((rel for rel in before if rel != gone), key=lambda rel: (dest / rel).stat().st_size)
+    (dest / gone).unlink()
+    data = (dest / torn).read_bytes()
+    (dest / torn).write_bytes(data[: len(data) // 2])
+    with session(server) as s:
+        second = pull(Address("testhost", str(c.root)), dest, s, tool=CopyTool.SFTP, say=lambda _: None, record=False)
+    assert second.ok
+    assert sorted(second.copied) == sorted({gone, torn})
+    after = tree(dest)
+    for rel, stamp in before.items():
+        if rel not in (gone, torn):
+            assert after[rel] == stamp, f"{rel} was copied again"
+
+
+def test_a_file_changed_on_the_host_after_the_manifest_is_reported(host, tmp_path, capsys):
+    server, c = host
+    changed = next(p for p in sorted(c.output_path.rglob("metrics.jsonl")))
+    original = changed.read_bytes()
+    try:
+        changed.write_bytes(original + b'{"step": 999, "loss": 0.1}\n')
+        dest = tmp_path / "laptop"
+        rc = main(["pull", "-F", str(server.config), "--remote-campaign", REMOTE, f"testhost:{c.root}", str(dest)])
+        out = capsys.readouterr().out
+    finally:
+        changed.write_bytes(original)
+    assert rc == 1
+    rel = changed.relative_to(c.root).as_posix()
+    assert f"CHANGED  {rel}" in out
+    assert "NOT verified: 0 missing, 1 changed" in out
+
+
+def test_the_tool_is_found_in_the_campaign_folders_virtualenv(host, tmp_path):
+    server, c = host
+    venv_bin = c.root / ".venv" / "bin"
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    shim = venv_bin / "campaign"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m runner "$@"\n')
+    shim.chmod(0o755)
+    try:
+        with Session(server.alias, server.options()) as s:
+            assert s.find_campaign(str(c.root)) == [str(shim)]
+            listing = json.loads(s.campaign(["retrieval", str(c.root), "--json"], str(c.root)))
+        assert listing["root"] == str(c.root.resolve())
+        with Session(server.alias, server.options()) as s, pytest.raises(RemoteError, match="--remote-campaign"):
+            s.find_campaign(str(tmp_path / "elsewhere"))
+    finally:
+        shim.unlink()
+
+
+def test_an_unreachable_host_is_a_plain_error(tmp_path, capsys):
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host nowhere\n  HostName 127.0.0.1\n  Port 1\n  BatchMode yes\n  ConnectTimeout 3\n")
+    rc = main(["pull", "-F", str(cfg), "nowhere:camp", str(tmp_path / "d")])
+    assert rc == 1
+    assert "cannot reach nowhere over ssh" in capsys.readouterr().out
+    assert not os.path.exists(tmp_path / "d" / STATE_FILE)
