@@ -17,6 +17,7 @@ from typing import Any
 from runner.campaign.catalog import load_catalog
 from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
+from runner.campaign.hosts import Host, read_hosts
 from runner.campaign.toml_lines import KeyLines
 
 CATEGORIES = ("essential", "useful", "exploratory")
@@ -32,6 +33,7 @@ RULE_KEYS = {  # the fields each rule kind takes, besides `kind` and `variants`
 PHASE_USES = ("gpu", "host", "human")
 VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
 CAMPAIGN_FILE = "campaign.toml"
+BUNDLE_EXTRA_KEYS = {"name", "ssh", "port", "dir", "campaign"}  # a [[host]] table's own keys
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Variant:
     adapter: bool = False
     expects: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs, part of the run's identity
+    host: str | None = None  # the [[host]] it is placed on; None: the plan's split places it
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class Campaign:
     spend: tuple[Spend, ...] = ()
     decision: Decision | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    hosts: tuple[Host, ...] = ()  # [[host]] tables; empty: one host, the [bundle]
+    this_host: str | None = None  # set by `hosts.on_host` in the runner of one host
 
     @property
     def root(self) -> Path:
@@ -310,7 +315,9 @@ class _Reader:
 
     # -- tables -------------------------------------------------------------------------------
     def campaign(self) -> Campaign:
-        self.check_keys(self.data, {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend"}, "file")
+        self.check_keys(
+            self.data, {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host"}, "file"
+        )
         top = self.table("campaign", required=True)
         self.check_keys(top, {"name", "question", "output_dir"}, "campaign")
         name = self.get(top, "name", str, "campaign", required=True)
@@ -322,9 +329,12 @@ class _Reader:
         names = {v.name for v in variants}
         phases = self.phases(names)
         rules = self.rules(names)
-        bundle = self.bundle()
+        hosts = read_hosts(self, variants)
+        bundle = min((h.bundle for h in hosts), key=lambda b: b.started_at) if hosts else self.bundle()
         for i, v in enumerate(variants):
-            if v.gpus > bundle.gpus:
+            if not hosts and v.host is not None:
+                raise self.fail("names a host, but the file declares no [[host]] table", "variant", i, "host")
+            if not hosts and v.gpus > bundle.gpus:
                 raise self.fail(
                     f"{v.name!r} needs {v.gpus} GPUs on one host; the {bundle.gpu} bundle has "
                     f"{bundle.gpus} (two bundles never pool GPUs)",
@@ -344,6 +354,7 @@ class _Reader:
             spend=self.spend(),
             decision=self.decision(names),
             raw=self.data,
+            hosts=hosts,
         )
 
     def table(self, key: str, *, required: bool = False) -> dict:
@@ -377,9 +388,10 @@ class _Reader:
             min_gain=float(self.get(tbl, "min_gain", (int, float), "decision", default=0.0)),
         )
 
-    def bundle(self) -> Bundle:
-        t = "bundle"
-        tbl = self.table(t, required=True)
+    def bundle(self, tbl: dict | None = None, t: str = "bundle", i: int | None = None) -> Bundle:
+        """The [bundle] table, or (from `hosts`) one [[host]]'s bundle fields, `i` its index."""
+        if tbl is None:
+            tbl = self.table(t, required=True)
         self.check_keys(
             tbl,
             {
@@ -393,44 +405,46 @@ class _Reader:
                 "retrieval_hours",
                 "warn_hours",
                 "catalog",
-            },
+            }
+            | (BUNDLE_EXTRA_KEYS if i is not None else set()),
             t,
+            i,
         )
-        provider = self.get(tbl, "provider", str, t, default="IteraGPU")
-        gpu = self.get(tbl, "gpu", str, t, required=True)
-        days = self.get(tbl, "days", int, t, required=True)
-        started = self.get(tbl, "started_at", (dt.datetime, str), t, required=True)
+        provider = self.get(tbl, "provider", str, t, i, default="IteraGPU")
+        gpu = self.get(tbl, "gpu", str, t, i, required=True)
+        days = self.get(tbl, "days", int, t, i, required=True)
+        started = self.get(tbl, "started_at", (dt.datetime, str), t, i, required=True)
         if isinstance(started, str):
             try:
                 started = dt.datetime.fromisoformat(started.replace("Z", "+00:00"))
             except ValueError:
                 raise self.fail(
-                    f"expected a date and time such as 2026-11-29T09:00:00Z, got {started!r}", t, None, "started_at"
+                    f"expected a date and time such as 2026-11-29T09:00:00Z, got {started!r}", t, i, "started_at"
                 ) from None
         if started.tzinfo is None:
-            raise self.fail("needs a time zone, e.g. 2026-11-29T09:00:00Z", t, None, "started_at")
+            raise self.fail("needs a time zone, e.g. 2026-11-29T09:00:00Z", t, i, "started_at")
         started = started.astimezone(dt.UTC)
-        catalog_file = self.get(tbl, "catalog", str, t)
+        catalog_file = self.get(tbl, "catalog", str, t, i)
         catalog_path = (self.path.parent / catalog_file) if catalog_file else None
         if catalog_path is not None and not catalog_path.is_file():
-            raise self.fail(f"no catalog file at {catalog_path}", t, None, "catalog")
+            raise self.fail(f"no catalog file at {catalog_path}", t, i, "catalog")
         catalog = load_catalog(catalog_path)
         offer = catalog.find(provider, gpu)
         if offer is None:
             raise self.fail(
                 f"{provider} {gpu!r} is not in the {catalog.source} (known: {', '.join(catalog.names())})",
                 t,
-                None,
+                i,
                 "gpu",
             )
         if days not in offer.days:
             raise self.fail(
                 f"{provider} {offer.gpu} is sold for {', '.join(map(str, offer.days))} days, not {days}",
                 t,
-                None,
+                i,
                 "days",
             )
-        price = self.positive(tbl, "price_usd", t, allow_zero=False)
+        price = self.positive(tbl, "price_usd", t, i, allow_zero=False)
         from_catalog = price is None
         if price is None:
             price = offer.price(days)
@@ -439,12 +453,12 @@ class _Reader:
                     f"the catalog gives no price for {provider} {offer.gpu} {days} days: "
                     "set price_usd to what the order cost",
                     t,
-                    None,
+                    i,
                     "price_usd",
                 )
-        gpus = self.get(tbl, "gpus", int, t, default=offer.gpus)
+        gpus = self.get(tbl, "gpus", int, t, i, default=offer.gpus)
         if gpus < 1:
-            raise self.fail("must be at least 1", t, None, "gpus")
+            raise self.fail("must be at least 1", t, i, "gpus")
         return Bundle(
             provider=offer.provider,
             gpu=offer.gpu,
@@ -453,9 +467,9 @@ class _Reader:
             price_usd=float(price),
             price_from_catalog=from_catalog,
             gpus=gpus,
-            retrieval_hours=self.positive(tbl, "retrieval_hours", t, default=2.0, allow_zero=True),
-            warn_hours=self.positive(tbl, "warn_hours", t, default=12.0, allow_zero=True),
-            order_ref=self.get(tbl, "order_ref", str, t),
+            retrieval_hours=self.positive(tbl, "retrieval_hours", t, i, default=2.0, allow_zero=True),
+            warn_hours=self.positive(tbl, "warn_hours", t, i, default=12.0, allow_zero=True),
+            order_ref=self.get(tbl, "order_ref", str, t, i),
             catalog=str(catalog_path) if catalog_path else None,
         )
 
@@ -483,6 +497,7 @@ class _Reader:
                     "adapter",
                     "expects",
                     "env",
+                    "host",
                 },
                 t,
                 i,
@@ -525,9 +540,23 @@ class _Reader:
                     adapter=self.get(tbl, "adapter", bool, t, i, default=False),
                     expects=self.str_list(tbl, "expects", t, i) or (),
                     env=tuple(sorted(env.items())),
+                    host=self.variant_host(tbl, i),
                 )
             )
         return tuple(out)
+
+    def variant_host(self, tbl: dict, i: int) -> str | None:
+        """A variant runs on one host: a list naming two is refused here, an unknown name in `hosts`."""
+        value = tbl.get("host")
+        if isinstance(value, list) and len(value) > 1 and all(isinstance(x, str) for x in value):
+            raise self.fail(
+                f"placed on {len(value)} hosts ({', '.join(value)}): a variant runs on one host; "
+                "declare a second variant to run it on another",
+                "variant",
+                i,
+                "host",
+            )
+        return self.get(tbl, "host", str, "variant", i)
 
     def phases(self, variant_names: set[str]) -> tuple[Phase, ...]:
         t = "phase"

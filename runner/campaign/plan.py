@@ -14,6 +14,7 @@ from typing import Any
 
 from runner.campaign.catalog import load_catalog
 from runner.campaign.clock import ClockReading, read_clock
+from runner.campaign.host_plan import hosts_json, render_lanes
 from runner.campaign.model import CATEGORIES, Campaign
 from runner.campaign.schedule import Schedule, build_schedule
 
@@ -62,7 +63,7 @@ class PlanReport:
 
     def to_json(self) -> dict:
         s, b = self.schedule, self.campaign.bundle
-        return {
+        out = {
             "window_hours": s.window_hours,
             "committed_hours": round(s.committed_hours, 6),
             "uncommitted_hours": round(s.uncommitted_hours, 6),
@@ -89,6 +90,12 @@ class PlanReport:
                 "remaining_seconds": self.clock.remaining_seconds,
             },
         }
+        if s.lanes:  # declared hosts: each lane, the summed price, items named by host
+            out.update(hosts_json(self.campaign, s))
+            for item in out["items"]:
+                if item.get("host") is not None:
+                    item["host"] = s.lanes[item["host"]].host
+        return out
 
     @property
     def now_hours(self) -> float:
@@ -106,7 +113,8 @@ def plan_campaign(campaign: Campaign, now: float | None = None) -> PlanReport:
     report = PlanReport(campaign, sched, (), unscheduled, clock)
     if not report.needs_options:
         return report
-    options = [*longer_plans(campaign, sched), two_bundles(campaign, sched)]
+    # with declared hosts the bundles are bought: only giving variants up is left to offer
+    options = [] if campaign.hosts else [*longer_plans(campaign, sched), two_bundles(campaign, sched)]
     reduced = reduced_protocol(campaign, sched)
     if reduced is not None:
         options.append(reduced)
@@ -219,6 +227,21 @@ def fmt_hours(hours: float) -> str:
 def summary_line(report: PlanReport) -> str:
     """One sentence: committed against the window, and whether it fits."""
     s = report.schedule
+    if s.lanes:
+        over = [ln for ln in s.lanes if not ln.fits]
+        if over:
+            worst = max(over, key=lambda ln: ln.over_hours)
+            return (
+                f"{len(over)} of {len(s.lanes)} hosts over their window: {worst.host} "
+                f"{fmt_hours(worst.committed_hours)} h committed of {fmt_hours(worst.window_hours)} h, "
+                f"{fmt_hours(worst.over_hours)} h OVER."
+            )
+        pct = round(100 * s.slack_fraction)
+        tight = ", tight" if report.tight else ""
+        return (
+            f"every host's lane fits its window (incl. retrieval); the tightest has "
+            f"{fmt_hours(s.uncommitted_hours)} h uncommitted ({pct}%{tight})."
+        )
     head = (
         f"{fmt_hours(s.committed_hours)} h committed of {fmt_hours(s.window_hours)} h "
         f"(incl. {fmt_hours(s.retrieval_hours)} h retrieval)"
@@ -253,16 +276,20 @@ def render_plan(report: PlanReport, console) -> None:
     c, s = report.campaign, report.schedule
     b = c.bundle
     price = f"{format_usd(b.price_usd)} ({'catalog' if b.price_from_catalog else 'your price_usd'})"
-    console.print(
-        f"[bold]{escape(c.name)}[/]: {escape(b.provider)} {escape(b.gpu)} ({b.gpus} GPU{'s' if b.gpus > 1 else ''}), "
-        f"{b.days} days, {price}",
-        highlight=False,
-    )
-    console.print(
-        f"window {_short(b.started_at)} -> {_short(b.expires_at)} UTC, "
-        f"files off by {b.retrieve_by.strftime('%m-%d %H:%M')}",
-        highlight=False,
-    )
+    if s.lanes:
+        console.print(f"[bold]{escape(c.name)}[/]: {len(s.lanes)} hosts, hour 0 = {_short(b.started_at)} UTC")
+        render_lanes(c, s, console)
+    else:
+        console.print(
+            f"[bold]{escape(c.name)}[/]: {escape(b.provider)} {escape(b.gpu)} "
+            f"({b.gpus} GPU{'s' if b.gpus > 1 else ''}), {b.days} days, {price}",
+            highlight=False,
+        )
+        console.print(
+            f"window {_short(b.started_at)} -> {_short(b.expires_at)} UTC, "
+            f"files off by {b.retrieve_by.strftime('%m-%d %H:%M')}",
+            highlight=False,
+        )
 
     console.print(where_now(report), highlight=False)
 
@@ -282,7 +309,9 @@ def render_plan(report: PlanReport, console) -> None:
         else:
             name = f"  {it.name} ({it.category})"
             gpu = ",".join(map(str, it.gpus)) or "-"
-            if s.hosts > 1 and it.gpus:
+            if s.lanes and it.host is not None:
+                gpu = f"{s.lanes[it.host].host}:{gpu}"
+            elif s.hosts > 1 and it.gpus:
                 gpu = f"h{it.host}:{gpu}"
             style = None
         when = b.started_at.timestamp() + it.start_hours * 3600

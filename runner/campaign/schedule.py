@@ -5,6 +5,9 @@ already refuses two GPU phases in one `with` chain). A phase that runs variants 
 its GPUs on one host, earliest free first, in the phase's order (greedy list scheduling): one GPU
 runs them in a row, a 2-GPU bundle two side by side, two bundles split them across hosts. Human
 preparation `before_window` is laid out before hour 0 and never counted against the window.
+With `[[host]]` tables, hour 0 is the earliest host's window start and each host is a lane: a
+variant placed on a host runs there, the others go to the host whose GPUs free up first, none
+starts before its host's window opens, and each lane is judged against its own window.
 A phase with both `hours` and `variants` lasts as long as the longer of the two.
 
 Nothing here prices anything: `runner.campaign.plan` compares schedules against plans and prices.
@@ -61,6 +64,36 @@ class Item:
 
 
 @dataclass(frozen=True)
+class Lane:
+    """One declared host's share of the schedule, against its own window."""
+
+    host: str
+    gpus: int
+    opens_hours: float  # its window's start, in hours from the schedule's hour 0
+    window_hours: float
+    retrieval_hours: float
+    end_of_work_hours: float  # from hour 0: the last phase or variant this host takes part in
+    variants: tuple[str, ...]
+
+    @property
+    def closes_hours(self) -> float:
+        return self.opens_hours + self.window_hours
+
+    @property
+    def committed_hours(self) -> float:
+        """From its own window's start to the end of its work, plus the time to retrieve files."""
+        return max(0.0, self.end_of_work_hours - self.opens_hours) + self.retrieval_hours
+
+    @property
+    def over_hours(self) -> float:
+        return max(0.0, self.committed_hours - self.window_hours)
+
+    @property
+    def fits(self) -> bool:
+        return self.committed_hours <= self.window_hours + 1e-9
+
+
+@dataclass(frozen=True)
 class Schedule:
     items: tuple[Item, ...]
     window_hours: float
@@ -68,6 +101,7 @@ class Schedule:
     hosts: int
     gpus_per_host: int
     variants: tuple[str, ...]  # the variants scheduled (after any subset was taken)
+    lanes: tuple[Lane, ...] = ()  # one per [[host]]; empty for a campaign on one host
 
     @property
     def end_of_work_hours(self) -> float:
@@ -81,19 +115,27 @@ class Schedule:
 
     @property
     def uncommitted_hours(self) -> float:
+        if self.lanes:
+            return min(max(0.0, ln.window_hours - ln.committed_hours) for ln in self.lanes)
         return max(0.0, self.window_hours - self.committed_hours)
 
     @property
     def over_hours(self) -> float:
+        if self.lanes:
+            return max(ln.over_hours for ln in self.lanes)
         return max(0.0, self.committed_hours - self.window_hours)
 
     @property
     def fits(self) -> bool:
+        if self.lanes:
+            return all(ln.fits for ln in self.lanes)
         return self.committed_hours <= self.window_hours + 1e-9
 
     @property
     def slack_fraction(self) -> float:
-        """Uncommitted share of the window (negative when over)."""
+        """Uncommitted share of the window (negative when over); with hosts, the tightest lane's."""
+        if self.lanes:
+            return min((ln.window_hours - ln.committed_hours) / ln.window_hours for ln in self.lanes)
         return (self.window_hours - self.committed_hours) / self.window_hours
 
     @property
@@ -112,13 +154,18 @@ class Schedule:
 
 
 def build_schedule(
-    campaign: Campaign, *, variants: Iterable[str] | None = None, hosts: int = 1, window_hours: float | None = None
+    campaign: Campaign,
+    *,
+    variants: Iterable[str] | None = None,
+    hosts: int | None = None,
+    window_hours: float | None = None,
 ) -> Schedule:
     """Lay out `campaign` on `hosts` identical bundles, running only `variants` (default: all).
+    Without `hosts`, a campaign with [[host]] tables is laid out on those hosts, one lane each.
 
     `window_hours` defaults to the bundle's own window; pass another plan's to judge it instead.
     """
-    if hosts < 1:
+    if hosts is not None and hosts < 1:
         raise ValueError("hosts must be at least 1")
     bundle = campaign.bundle
     keep = None if variants is None else set(variants)
@@ -126,8 +173,17 @@ def build_schedule(
         unknown = keep - {v.name for v in campaign.variants}
         if unknown:
             raise ValueError(f"unknown variants: {', '.join(sorted(unknown))}")
+    declared = hosts is None and bool(campaign.hosts)
+    if declared:
+        origin = min(h.bundle.started_at for h in campaign.hosts)
+        specs = [_Spec(h.bundle.gpus, (h.bundle.started_at - origin).total_seconds() / 3600) for h in campaign.hosts]
+        index = {h.name: n for n, h in enumerate(campaign.hosts)}
+        pinned = {v.name: index[v.host] for v in campaign.variants if v.host is not None}
+    else:
+        specs = [_Spec(bundle.gpus, 0.0)] * (hosts or 1)
+        pinned = {}
     for v in campaign.variants:
-        if v.gpus > bundle.gpus:
+        if v.gpus > max(sp.gpus for sp in specs):
             raise ValueError(f"variant {v.name!r} needs {v.gpus} GPUs; one host has {bundle.gpus}")
 
     groups = _overlap_groups(campaign.phases)
@@ -148,7 +204,7 @@ def build_schedule(
         start, group_end = cursor, cursor
         for p in group:
             names = [n for n in p.variants if keep is None or n in keep]
-            runs = _run_variants(campaign, p, names, start, hosts, bundle.gpus)
+            runs = _run_variants(campaign, p, names, start, specs, pinned)
             if p.hours is None and not runs:
                 continue  # every variant of this phase was dropped
             end = max([start + (p.hours or 0.0)] + [r.end_hours for r in runs])
@@ -158,14 +214,52 @@ def build_schedule(
             group_end = max(group_end, end)
         cursor = group_end
 
+    if not declared:
+        return Schedule(
+            items=tuple(items),
+            window_hours=bundle.window_hours if window_hours is None else window_hours,
+            retrieval_hours=bundle.retrieval_hours,
+            hosts=hosts or 1,
+            gpus_per_host=bundle.gpus,
+            variants=tuple(scheduled),
+        )
+    lanes = _lanes(campaign, items, specs)
     return Schedule(
         items=tuple(items),
-        window_hours=bundle.window_hours if window_hours is None else window_hours,
-        retrieval_hours=bundle.retrieval_hours,
-        hosts=hosts,
-        gpus_per_host=bundle.gpus,
+        window_hours=max(ln.closes_hours for ln in lanes),
+        retrieval_hours=max(ln.retrieval_hours for ln in lanes),
+        hosts=len(lanes),
+        gpus_per_host=max(sp.gpus for sp in specs),
         variants=tuple(scheduled),
+        lanes=lanes,
     )
+
+
+@dataclass(frozen=True)
+class _Spec:
+    gpus: int
+    opens_hours: float  # no variant starts on this host before its window opens
+
+
+def _lanes(campaign: Campaign, items: list[Item], specs: list[_Spec]) -> tuple[Lane, ...]:
+    """Each host's lane: phases without variants are every host's work (setup, analysis of its own
+    results); a host holds its files until the last of them, or of its own variants, ends."""
+    shared = [i.end_hours for i in items if i.kind == "phase" and not i.before_window]
+    out = []
+    for n, (h, sp) in enumerate(zip(campaign.hosts, specs, strict=True)):
+        own = [i for i in items if i.kind == "variant" and i.host == n]
+        out.append(
+            Lane(
+                host=h.name,
+                gpus=sp.gpus,
+                opens_hours=sp.opens_hours,
+                window_hours=h.bundle.window_hours,
+                retrieval_hours=h.bundle.retrieval_hours,
+                end_of_work_hours=max(shared + [i.end_hours for i in own], default=sp.opens_hours),
+                variants=tuple(dict.fromkeys(i.name for i in own)),
+            )
+        )
+    return tuple(out)
 
 
 def _overlap_groups(phases: tuple[Phase, ...]) -> list[list[Phase]]:
@@ -188,11 +282,12 @@ def _overlap_groups(phases: tuple[Phase, ...]) -> list[list[Phase]]:
 
 
 def _run_variants(
-    campaign: Campaign, phase: Phase, names: list[str], start: float, hosts: int, gpus_per_host: int
+    campaign: Campaign, phase: Phase, names: list[str], start: float, specs: list[_Spec], pinned: dict[str, int]
 ) -> list[Item]:
     """Greedy list scheduling: each variant, in order, takes the host whose `gpus` GPUs free up
-    first (lowest host, then lowest GPU index, on ties). A variant never spans two hosts."""
-    free = [[start] * gpus_per_host for _ in range(hosts)]
+    first (lowest host, then lowest GPU index, on ties), or the host it is placed on. A variant
+    never spans two hosts."""
+    free = [[max(start, sp.opens_hours)] * sp.gpus for sp in specs]
     out: list[Item] = []
     for name in names:
         v = campaign.variant(name)
@@ -207,13 +302,15 @@ def _run_variants(
                     phase.name,
                     variant=v.name,
                     category=v.category,
-                    host=0,
+                    host=pinned.get(v.name, 0),
                 )
             )
             continue
         best: tuple[float, int, list[int]] | None = None
-        for h in range(hosts):
-            order = sorted(range(gpus_per_host), key=lambda g: (free[h][g], g))[: v.gpus]
+        for h, sp in enumerate(specs):
+            if (name in pinned and pinned[name] != h) or v.gpus > sp.gpus:
+                continue
+            order = sorted(range(sp.gpus), key=lambda g: (free[h][g], g))[: v.gpus]
             ready = max(free[h][g] for g in order)
             if best is None or ready < best[0] - 1e-12:
                 best = (ready, h, sorted(order))

@@ -26,6 +26,7 @@ import tomli_w
 from campaign_train.atomic import read_json, write_json_atomic, write_text_atomic
 from runner.campaign import runid
 from runner.campaign.durations import parse_duration
+from runner.campaign.host_view import not_placed_here
 from runner.campaign.model import Campaign
 from runner.campaign.placeholders import expand, expand_all, expand_opt
 from runner.daemon.slots import SlotPlan, initial_queue, order_key
@@ -115,6 +116,9 @@ class RunManager:
                 f"file (declared: {names})",
                 code="bad_input",
             ) from None
+        elsewhere = not_placed_here(self.campaign, variant_name)
+        if elsewhere is not None:
+            raise RequestError(elsewhere, code="bad_input")
         rid = runid.run_id(self.campaign, variant)
         existing = self.ledger.run(rid)
         if existing is not None:
@@ -186,7 +190,7 @@ class RunManager:
         have = {r["variant"] for r in self.ledger.runs()}
         out = []
         for name in initial_queue(self.campaign):
-            if name not in have:
+            if name not in have and not_placed_here(self.campaign, name) is None:
                 out.append(self.enqueue(name, why="plan")["run"])
         return out
 

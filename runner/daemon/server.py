@@ -25,7 +25,8 @@ from typing import Any
 from campaign_train.atomic import write_json_atomic
 from runner import __version__
 from runner.campaign.errors import CampaignError
-from runner.campaign.model import Campaign, load_campaign
+from runner.campaign.host_view import load_as_host
+from runner.campaign.model import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.daemon import protocol
 from runner.daemon.launcher import RequestError, RunManager
@@ -355,7 +356,7 @@ class Daemon:
 
     def _reload_campaign(self) -> None:
         """`start` freezes the file as it is now: a fixed rule or command gives a new run id."""
-        self.campaign = load_campaign(self.campaign.path)
+        self.campaign = load_as_host(self.campaign.path)
         self.manager.campaign = self.campaign
 
     def _decide(self, args: dict) -> Any:
@@ -437,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m runner.daemon.server CAMPAIGN_FILE [--detach]", file=sys.stderr)
         return 2
     try:
-        campaign = load_campaign(args[0])
+        campaign = load_as_host(args[0])
     except CampaignError as exc:
         print(f"runner: {exc}", file=sys.stderr)
         return 2
