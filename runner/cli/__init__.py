@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("plan", "status", "verify", "report"):
         p[name].add_argument("--json", action="store_true", help="machine-readable output (keys in the README)")
     p["report"].add_argument("--markdown", action="store_true", help="the report as a Markdown page")
+    p["up"].add_argument(
+        "--host", default=None, metavar="NAME", help="this folder is the declared [[host]] NAME (run over SSH)"
+    )
     p["down"].add_argument("--abort-runs", action="store_true", help="abort every active run too")
     p["down"].add_argument("--reason", default=None)
     p["start"].add_argument("args", nargs="+", metavar="[FILE] VARIANT")

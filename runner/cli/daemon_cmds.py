@@ -16,6 +16,7 @@ import sys
 
 from runner.campaign.durations import format_duration, format_span
 from runner.campaign.errors import CampaignError, RunnerUnavailable
+from runner.campaign.host_view import as_host, record_host
 from runner.campaign.model import Campaign, load_campaign, resolve_campaign_path
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg
@@ -92,6 +93,9 @@ def _request(campaign: Campaign, op: str, **args) -> dict | None:
 
 def cmd_up(ns: argparse.Namespace) -> int:
     campaign = _campaign(ns)
+    if getattr(ns, "host", None):
+        record_host(campaign, ns.host)
+    as_host(campaign)  # a file with [[host]] tables needs to know which host this folder is
     res = control.up(campaign)
     print(res.message)
     if res.warning:
