@@ -82,7 +82,7 @@ def test_stop_tree_without_stubborn_processes_needs_no_kill(procs):
 
 def test_subreaper_can_be_set_in_a_child_process():
     out = subprocess.run(
-        [sys.executable, "-c", "from runner import proctree; print(proctree.set_child_subreaper())"],
+        [sys.executable, "-c", "from runner.supervision import proctree; print(proctree.set_child_subreaper())"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": os.getcwd()},
