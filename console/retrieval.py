@@ -19,6 +19,21 @@ from pathlib import Path
 MAX_LISTED = 200
 
 
+def verified_text(retrieval: dict | None, tz=None, *, short: bool = True) -> str | None:
+    """ "retrieved and verified ..." from the snapshot's `retrieval` (None: not yet)."""
+    if not retrieval or retrieval.get("t") is None:
+        return None
+    import datetime as dt
+
+    from console.fmt import fmt_bytes, fmt_iso_local
+
+    when = fmt_iso_local(dt.datetime.fromtimestamp(float(retrieval["t"]), dt.UTC).isoformat(), tz, short=short)
+    return (
+        f"retrieved and verified {when}: {retrieval.get('files', '?')} files, "
+        f"{fmt_bytes(retrieval.get('bytes'))} to {retrieval.get('to') or '?'}"
+    )
+
+
 @dataclass(frozen=True)
 class Item:
     kind: str  # "deliverable", "checkpoint", "records"

@@ -42,6 +42,8 @@ SHOTS = {
     "run-detail": ("ok", ["down", "down", "d"]),
     "plan": ("ok", ["p"]),
     "retrieval": ("warning", ["f"]),
+    "main-retrieved": ("retrieved", ["down"]),
+    "retrieval-verified": ("retrieved", ["f"]),
     "report": ("closed", ["R"]),  # drawn on the closing scene
 }
 CLOSED_LEVELS = ("closed",)

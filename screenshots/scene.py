@@ -35,7 +35,13 @@ def moments(folder: Path) -> dict[str, float]:
         "critical": retrieve_by + 2 * 60 + 31,
         "expired": expires + 3 * 60 + 5,
         "closed": NOW + 15 * 60,
+        "retrieved": retrieve_by - 4 * 60 - 40,  # after `campaign pull` verified everything on a laptop
     }
+
+
+def retrieval_record(folder: Path, now: float) -> dict:
+    """What the runner records when `campaign pull` verified every file (the snapshot's `retrieval`)."""
+    return {"t": now - 95, "files": 31, "bytes": 48_213_504, "to": "me@laptop", "dest": "/home/me/campaign-demo"}
 
 
 RUNS = [  # id, variant, category, state, steps, launched (s after NOW), hours planned, expected
@@ -212,8 +218,11 @@ def scene_app(folder: Path, level: str, nvml, **kwargs):
     from runner.campaign.model import load_campaign
 
     now = moments(folder)[level]
+    snap = snapshot(folder, now)
+    if level == "retrieved":
+        snap["retrieval"] = retrieval_record(folder, now)
     return make_app(
-        SnapshotSource(snapshot(folder, now)),
+        SnapshotSource(snap),
         campaign=load_campaign(folder / "campaign.toml"),
         nvml=nvml,
         clock=lambda: now,

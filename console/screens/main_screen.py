@@ -63,7 +63,7 @@ class MainScreen(Screen):
         tz=None,
     ) -> None:
         self.query_one(BundleHeader).show(snapshot, expiry, tz)
-        self.query_one(ExpiryBanner).show(expiry)
+        self.query_one(ExpiryBanner).show(expiry, snapshot.get("retrieval"), tz)
         pilot = snapshot.get("pilot") or None
         self.query_one(PilotBanner).show(pilot, now, tz)
         pilot_state = (pilot or {}).get("state")

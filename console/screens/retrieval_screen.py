@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from console.fmt import fmt_bytes, fmt_iso_local, fmt_span
-from console.retrieval import address_note, copy_command, retrieval_items, ssh_target
+from console.retrieval import address_note, copy_command, retrieval_items, ssh_target, verified_text
 
 
 class RetrievalScreen(Screen):
@@ -66,8 +66,17 @@ class RetrievalScreen(Screen):
             )
         if not items:
             table.add_row("-", "-", "nothing yet: no deliverables, no verified checkpoint")
+        done = verified_text(self.snapshot.get("retrieval"), self.tz, short=False)
+        target, port = ssh_target(**self.ssh)
+        pull = f"campaign pull {'-p ' + str(port) + ' ' if port else ''}{target}:{root}"
         with VerticalScroll():
             yield Static(head)
+            if done:
+                yield Static(Text(done[0].upper() + done[1:], style="bold green"), id="verified")
+            else:
+                yield Static(
+                    Text(f"not retrieved yet: on your own machine, `{pull}` copies and verifies", style="yellow")
+                )
             yield Static(table)
             self.command = copy_command(self.snapshot, items, **self.ssh)
             yield Static(Text(f"total {fmt_bytes(total)} — on your own machine, paste (y copies it):", style="dim"))

@@ -43,6 +43,8 @@ class BundleHeader(Static):
             text.append(fmt_span(expiry.remaining_seconds), style="bold")
         text.append(" │ retrieve by ")
         text.append(fmt_iso_local(b.get("retrieve_by"), tz, short=True), style="bold")
+        if snapshot.get("retrieval"):
+            text.append(" ✓ retrieved", style="bold")
         text.append(f" │ {name}")
         self.update(text)
         for level in LEVELS:

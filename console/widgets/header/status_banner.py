@@ -10,6 +10,7 @@ from textual.widgets import Static
 from console.expiry import Expiry
 from console.fmt import fmt_span
 from console.pilot_view import awaiting, banner_text
+from console.retrieval import verified_text
 
 MESSAGES = {
     "warning": "WARNING: {to_retrieve} to the retrieval deadline — see what must leave the host (f)",
@@ -24,11 +25,25 @@ class ExpiryBanner(Static):
     ExpiryBanner.-warning { display: block; background: $warning; color: $text; }
     ExpiryBanner.-critical { display: block; background: $error; color: $text; text-style: bold; }
     ExpiryBanner.-expired { display: block; background: $error-darken-3; color: $text; text-style: bold; }
+    ExpiryBanner.-verified { display: block; background: $success-darken-2; color: $text; text-style: none; }
     """
 
-    def show(self, expiry: Expiry) -> None:
+    def show(self, expiry: Expiry, retrieval: dict | None = None, tz=None) -> None:
+        """`retrieval`: the snapshot's record of a verified `campaign pull`; the warning then says
+        so instead of urging."""
         for level in ("warning", "critical", "expired"):
             self.set_class(expiry.level == level, f"-{level}")
+        done = verified_text(retrieval, tz) if expiry.level in ("warning", "critical", "expired") else None
+        self.set_class(done is not None, "-verified")
+        if done is not None:
+            self.update(
+                Text(
+                    done.replace("retrieved and verified", "RETRIEVED AND VERIFIED", 1),
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )
+            return
         template = MESSAGES.get(expiry.level)
         if template:
             self.update(
