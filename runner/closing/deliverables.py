@@ -28,6 +28,7 @@ from typing import Any
 
 from runner.campaign.model import Campaign, Variant
 from runner.campaign.placeholders import expand
+from runner.grading.interpreter import grader_python
 from runner.import_paths import tool_env
 from runner.ledger import store as ledger
 
@@ -237,8 +238,16 @@ def verify_campaign(
             conn.close()
     # Reload the final artifacts of runs that passed everything else, in a fresh interpreter.
     todo = [c for c in checks if c.approved and c.artifact is not None]
-    results = reload_artifacts([c.artifact for c in todo], reload_timeout)
-    for c, result in zip(todo, results):
+    # one grading interpreter per run's Python (the tool's own when it has torch)
+    by_python: dict[str, list[RunCheck]] = {}
+    for c in todo:
+        command = c.run.frozen_variant.get("command")
+        python = grader_python(command if isinstance(command, list) else None, campaign.root)
+        by_python.setdefault(python, []).append(c)
+    pairs: list[tuple[RunCheck, dict[str, Any]]] = []
+    for python, group in by_python.items():
+        pairs += zip(group, reload_artifacts([c.artifact for c in group], reload_timeout, python=python))
+    for c, result in pairs:
         c.artifact_check = result
         if not result.get("verified"):
             why = "; ".join(result.get("problems") or []) or f"grade {result.get('grade')}"
@@ -459,7 +468,7 @@ def _shown(campaign: Campaign, path: Path) -> str:
 _reload_cache: dict[tuple[str, int, int, str], dict[str, Any]] = {}
 
 
-def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict[str, Any]:
+def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str | None = None) -> dict[str, Any]:
     """Load `path` in a fresh interpreter; the CONTRACT's `checkpoint --json` keys come back.
 
     A result is remembered for the same bytes (path, size, mtime and sha256) within this process,
@@ -471,10 +480,11 @@ def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict[str, 
     key = (str(path), st.st_size, st.st_mtime_ns, sha256_file(path))
     if key in _reload_cache:
         return _reload_cache[key]
+    python = python or sys.executable
     if importlib.util.find_spec("runner.grading.checkpoint_grade") is not None:
-        argv = [sys.executable, "-m", "runner.grading.checkpoint_grade", str(path), "--json"]
+        argv = [python, "-m", "runner.grading.checkpoint_grade", str(path), "--json"]
     else:  # before the training side's grader exists: a plain weights-only load, same keys
-        argv = [sys.executable, "-c", _PLAIN_LOAD, str(path)]
+        argv = [python, "-c", _PLAIN_LOAD, str(path)]
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout, env=_child_env(), stdin=subprocess.DEVNULL
@@ -505,7 +515,9 @@ def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S) -> dict[str, 
     return result
 
 
-def reload_artifacts(paths: list[Path], timeout: float = RELOAD_TIMEOUT_S) -> list[dict[str, Any]]:
+def reload_artifacts(
+    paths: list[Path], timeout: float = RELOAD_TIMEOUT_S, python: str | None = None
+) -> list[dict[str, Any]]:
     """Grade several files in one fresh interpreter (one torch import, not one per file).
 
     Any file the batch did not answer for (the child crashed or timed out) is retried alone."""
@@ -521,7 +533,7 @@ def reload_artifacts(paths: list[Path], timeout: float = RELOAD_TIMEOUT_S) -> li
             results[i] = _reload_cache[keys[i]]
     todo = [i for i in keys if i not in results]
     if len(todo) > 1 and importlib.util.find_spec("runner.grading.checkpoint_grade") is not None:
-        argv = [sys.executable, "-c", _BATCH_GRADE, *(str(paths[i]) for i in todo)]
+        argv = [python or sys.executable, "-c", _BATCH_GRADE, *(str(paths[i]) for i in todo)]
         try:
             proc = subprocess.run(
                 argv,
@@ -544,7 +556,7 @@ def reload_artifacts(paths: list[Path], timeout: float = RELOAD_TIMEOUT_S) -> li
                     results[i] = _reload_cache[keys[i]] = res
         except subprocess.TimeoutExpired:
             pass
-    return [results[i] if i in results else reload_artifact(p, timeout) for i, p in enumerate(paths)]
+    return [results[i] if i in results else reload_artifact(p, timeout, python) for i, p in enumerate(paths)]
 
 
 def _child_env() -> dict[str, str]:

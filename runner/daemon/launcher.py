@@ -251,7 +251,11 @@ class RunManager:
         step = step_of(newest)
         if step is None or (row["s"] is not None and step <= row["s"]):
             return
-        rec = grade_now(newest, self.campaign.root)
+        try:
+            command: list[str] | None = list(self.campaign.variant(run["variant"]).command)
+        except (KeyError, AttributeError, TypeError):
+            command = None
+        rec = grade_now(newest, self.campaign.root, command=command)
         self.ledger.upsert_checkpoint(
             run["id"],
             str(newest),

@@ -15,13 +15,13 @@ import re
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from campaign_train.atomic import read_json, write_json_atomic
+from runner.grading.interpreter import grader_python
 from runner.supervision import kept_copy
 
 SCAN_SECONDS = 1.0
@@ -68,7 +68,7 @@ def write_verify_record(
     return record
 
 
-def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT) -> dict:
+def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT, command: list[str] | None = None) -> dict:
     """Grade one checkpoint in a fresh interpreter and write its record; blocking. For the runner,
     which must sometimes judge a checkpoint no supervisor saw (one written by an orphaned process
     while it was being stopped)."""
@@ -78,7 +78,7 @@ def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT) -> dict:
     result = None
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "runner.grading.checkpoint_grade", str(path), "--json"],
+            [grader_python(command, root), "-m", "runner.grading.checkpoint_grade", str(path), "--json"],
             cwd=root,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -123,6 +123,7 @@ class CheckpointWatcher:
         self.root: Path = spec.root
         self.run_dir: Path = spec.run_dir
         self.glob: str | None = spec.checkpoint_glob
+        self.python = grader_python(getattr(spec, "argv", None), spec.root)  # torch: the tool's, else the run's
         self.sel = sel
         self.on_verified = on_verified
         self.queue: list[_Job] = []
@@ -224,7 +225,7 @@ class CheckpointWatcher:
         graded = job.snapshot or job.path
         try:
             job.proc = subprocess.Popen(
-                [sys.executable, "-m", "runner.grading.checkpoint_grade", str(graded), "--json"],
+                [self.python, "-m", "runner.grading.checkpoint_grade", str(graded), "--json"],
                 cwd=self.root,
                 env=env,
                 stdin=subprocess.DEVNULL,
