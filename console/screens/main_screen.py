@@ -15,7 +15,7 @@ from console.screens.abort_dialog import AbortDialog
 from console.screens.start_dialog import StartDialog
 from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
-from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner, PilotBanner
+from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner, NotifyBanner, PilotBanner
 from console.widgets.plots.loss_plot import LossPlot
 from console.widgets.runs.runs_table import RunsTable
 
@@ -30,6 +30,7 @@ class MainScreen(Screen):
         yield ExpiryBanner(id="expiry-banner")
         yield PilotBanner(id="pilot-banner")
         yield ConnectionBanner(id="connection-banner")
+        yield NotifyBanner(id="notify-banner")
         yield GpuPanel(id="gpus")
         yield RunsTable(id="runs")
         yield LossPlot(id="plot")
@@ -71,6 +72,7 @@ class MainScreen(Screen):
             self._pilot_state = pilot_state
             self.refresh_bindings()
         self.query_one(ConnectionBanner).show(down, tries, last_seen, now)
+        self.query_one(NotifyBanner).show((snapshot.get("runner") or {}).get("notify"))
         self.query_one(GpuPanel).show(reading)
         table = self.query_one(RunsTable)
         runs = snapshot.get("runs") or []

@@ -59,6 +59,7 @@ class Bundle:
     warn_hours: float = 12.0  # the console warns this long before the retrieval deadline
     order_ref: str | None = None
     catalog: str | None = None  # the user's catalog file, when not the built-in one
+    wrap_up_s: float | None = None  # wrap up this long before the retrieval deadline (None: never)
 
     @property
     def window_hours(self) -> float:
@@ -75,6 +76,22 @@ class Bundle:
     @property
     def plan_label(self) -> str:
         return f"{self.days}d"
+
+    @property
+    def wrap_up_at(self) -> dt.datetime | None:
+        if self.wrap_up_s is None:
+            return None
+        return self.retrieve_by - dt.timedelta(seconds=self.wrap_up_s)
+
+
+# What `[notify] events` may name; all of them by default.
+NOTIFY_EVENTS = ("expiry", "rule_stop", "run_failed", "pilot_waiting", "wrap_up", "retrieval_verified")
+
+
+@dataclass(frozen=True)
+class Notify:
+    urls: tuple[str, ...]  # Apprise URLs (ntfy://, mailto://, slack://, json://, ...)
+    events: tuple[str, ...] = NOTIFY_EVENTS
 
 
 @dataclass(frozen=True)
@@ -154,6 +171,7 @@ class Campaign:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     hosts: tuple[Host, ...] = ()  # [[host]] tables; empty: one host, the [bundle]
     this_host: str | None = None  # set by `hosts.on_host` in the runner of one host
+    notify: Notify | None = None
 
     @property
     def root(self) -> Path:
@@ -316,7 +334,9 @@ class _Reader:
     # -- tables -------------------------------------------------------------------------------
     def campaign(self) -> Campaign:
         self.check_keys(
-            self.data, {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host"}, "file"
+            self.data,
+            {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host", "notify"},
+            "file",
         )
         top = self.table("campaign", required=True)
         self.check_keys(top, {"name", "question", "output_dir"}, "campaign")
@@ -355,7 +375,27 @@ class _Reader:
             decision=self.decision(names),
             raw=self.data,
             hosts=hosts,
+            notify=self.notify(),
         )
+
+    def notify(self) -> Notify | None:
+        tbl = self.table("notify")
+        if not tbl:
+            return None
+        self.check_keys(tbl, {"urls", "events"}, "notify")
+        urls = self.str_list(tbl, "urls", "notify", None, required=True, non_empty=True)
+        for url in urls:
+            if "://" not in url:
+                raise self.fail(
+                    f"{url!r} is not an Apprise URL (such as ntfy://topic or json://host/path)", "notify", None, "urls"
+                )
+        events = self.str_list(tbl, "events", "notify", None) or NOTIFY_EVENTS
+        unknown = [e for e in events if e not in NOTIFY_EVENTS]
+        if unknown:
+            raise self.fail(
+                f"unknown event {unknown[0]!r} (known: {', '.join(NOTIFY_EVENTS)})", "notify", None, "events"
+            )
+        return Notify(urls=tuple(urls), events=tuple(events))
 
     def table(self, key: str, *, required: bool = False) -> dict:
         value = self.data.get(key)
@@ -405,6 +445,7 @@ class _Reader:
                 "retrieval_hours",
                 "warn_hours",
                 "catalog",
+                "wrap_up",
             }
             | (BUNDLE_EXTRA_KEYS if i is not None else set()),
             t,
@@ -471,6 +512,7 @@ class _Reader:
             warn_hours=self.positive(tbl, "warn_hours", t, i, default=12.0, allow_zero=True),
             order_ref=self.get(tbl, "order_ref", str, t, i),
             catalog=str(catalog_path) if catalog_path else None,
+            wrap_up_s=self.duration(tbl, "wrap_up", t, i),
         )
 
     def variants(self) -> tuple[Variant, ...]:

@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "runner.cli.pull_cmds:cmd_pull",
         "on your own machine: copy the files off the host over ssh and verify them",
     ),
+    "notify-test": ("runner.cli.notify_cmd:cmd_notify_test", "send one test message to every [notify] URL"),
     "retrieval": ("runner.cli.pull_cmds:cmd_retrieval", "what must leave the host, with sha256s (what pull reads)"),
 }
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["demo"].add_argument("--no-console", action="store_true", help="write and start, but do not open the console")
     p["init"].add_argument("dir", nargs="?", default=".", metavar="DIR")
     p["init"].add_argument("--force", action="store_true", help="overwrite an existing campaign.toml")
-    for name in ("check", "plan", "up", "down", "console", "status", "verify", "report"):
+    for name in ("check", "plan", "up", "down", "console", "status", "verify", "report", "notify-test"):
         p[name].add_argument("file", nargs="?", metavar="FILE")
     for name in ("plan", "status", "verify", "report"):
         p[name].add_argument("--json", action="store_true", help="machine-readable output (keys in the README)")

@@ -29,7 +29,9 @@ from runner.campaign.host_view import load_as_host
 from runner.campaign.model import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.daemon import protocol
+from runner.daemon.alerts import Alerts
 from runner.daemon.launcher import RequestError, RunManager
+from runner.daemon.notify import Notifier
 from runner.daemon.nvml import Nvml
 from runner.daemon.slots import plan_slots
 from runner.daemon.status import build_snapshot, frozen_config
@@ -92,6 +94,9 @@ class Daemon:
         self.dirty = True
         self._last_push = 0.0
         self.ledger.listeners.append(self._on_ledger_event)
+        self.notifier = Notifier(campaign.notify)
+        self.alerts = Alerts(campaign, self.ledger, self.notifier)
+        self.ledger.listeners.append(self.alerts.on_event)
 
     # -- snapshot and events -------------------------------------------------------------------
     def runner_info(self) -> dict:
@@ -100,6 +105,7 @@ class Daemon:
             "started_at": self.started_at,
             "version": __version__,
             "slots_note": self.slots.note,
+            "notify": self.notifier.state(),
         }
 
     def snapshot(self) -> dict:
@@ -155,6 +161,10 @@ class Daemon:
                         self._push_status()
                     except Exception:
                         log("status push failed:\n" + traceback.format_exc())
+            try:
+                self.alerts.tick()
+            except Exception:
+                log("notifications failed:\n" + traceback.format_exc())
             self._maybe_refresh_output()
             interval = TICK_ACTIVE if self.manager.active else TICK_IDLE
             try:
@@ -220,6 +230,7 @@ class Daemon:
         self.ledger.event(
             "runner_stop", pid=os.getpid(), abort_runs=self.abort_on_stop, runs_left=sorted(self.manager.active)
         )
+        self.notifier.stop()
         for w in list(self.subscribers):
             w.close()
         try:
@@ -358,6 +369,8 @@ class Daemon:
         """`start` freezes the file as it is now: a fixed rule or command gives a new run id."""
         self.campaign = load_as_host(self.campaign.path)
         self.manager.campaign = self.campaign
+        self.alerts.campaign = self.campaign
+        self.notifier.config = self.campaign.notify
 
     def _decide(self, args: dict) -> Any:
         try:

@@ -94,3 +94,27 @@ class PilotBanner(Static):
         if text is not None:
             text.no_wrap, text.overflow = True, "ellipsis"
             self.update(text)
+
+
+class NotifyBanner(Static):
+    """Shown while a `[notify]` URL fails: a warning that would not reach the user must be seen here."""
+
+    DEFAULT_CSS = """
+    NotifyBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    NotifyBanner.-failing { display: block; background: $warning-darken-3; color: $text; }
+    """
+
+    def show(self, notify: dict | None) -> None:
+        failing = (notify or {}).get("failing") or []
+        self.set_class(bool(failing), "-failing")
+        if failing:
+            first = failing[0]
+            more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
+            self.update(
+                Text(
+                    f"notifications FAILING to {first.get('url')}{more}: {first.get('error') or 'no answer'} "
+                    "— `campaign notify-test` to check",
+                    no_wrap=True,
+                    overflow="ellipsis",
+                )
+            )

@@ -1,0 +1,148 @@
+"""What the runner tells the user through `[notify]`: the rental clock's levels (each once, kept
+in the ledger across restarts), a run stopped by a rule, a run failed, the pilot decision waiting,
+the wrap-up started, the retrieval verified. Messages are queued (runner.daemon.notify) and every
+delivery outcome is recorded in the ledger as `notify_sent` / `notify_failed`."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from runner.campaign.clock import read_clock
+from runner.campaign.durations import format_span
+from runner.campaign.model import Campaign
+from runner.daemon.notify import Event, Level, Message, Notifier
+from runner.ledger import store as L
+
+PILOT_CHECK_S = 5.0
+LEVEL_WORDS = {
+    "warning": (Level.WARNING, "{left} to the retrieval deadline ({by} UTC): copy the files off the host"),
+    "critical": (
+        Level.FAILURE,
+        "the retrieval deadline has passed; the window closes in {expires}: copy the files off now",
+    ),
+    "expired": (Level.FAILURE, "the rental window has closed: files left on the host may be gone"),
+}
+
+
+class Alerts:
+    def __init__(self, campaign: Campaign, ledger: L.Ledger, notifier: Notifier) -> None:
+        self.campaign = campaign
+        self.ledger = ledger
+        self.notifier = notifier
+        self.host = socket.gethostname()
+        conn = ledger.conn
+        self.levels_sent = {
+            str(e.get("level")) for e in _events_of(conn, "expiry_notified")
+        }  # each level once, whatever restarts
+        self.pilot_sent = L.last_event(conn, "pilot_waiting_notified") is not None
+        self._next_pilot_check = 0.0
+
+    def _post(self, event: Event, title: str, body: str, level: Level = Level.INFO) -> bool:
+        return self.notifier.post(Message(event, f"[{self.campaign.name}] {title}", f"{body}\n— {self.host}", level))
+
+    # -- ledger events (the runner's listener) --------------------------------------------------
+    def on_event(self, ev: dict) -> None:
+        kind, run = ev.get("kind"), ev.get("run_id")
+        if kind == "verdict":
+            self._post(
+                Event.RULE_STOP,
+                f"{run} stopped by a rule",
+                f"{run}: {ev.get('reason') or ev.get('rule')} (step {ev.get('step')})",
+                Level.WARNING,
+            )
+        elif kind in ("failed", "lost"):
+            self._post(Event.RUN_FAILED, f"{run} failed", f"{run}: {ev.get('reason') or kind}", Level.FAILURE)
+        elif kind == "retrieval_verified":
+            self._post(
+                Event.RETRIEVAL_VERIFIED,
+                "retrieved and verified",
+                f"{ev.get('files')} files, {ev.get('bytes')} bytes arrived intact on {ev.get('to')}",
+                Level.SUCCESS,
+            )
+        elif kind == "wrap_up_started":
+            self._post(
+                Event.WRAP_UP,
+                "wrap-up started",
+                f"nothing new launches; checkpointing and stopping {len(ev.get('runs') or [])} running run(s) "
+                f"before the retrieval deadline",
+                Level.WARNING,
+            )
+        elif kind == "wrap_up_done":
+            self._post(
+                Event.WRAP_UP,
+                "wrap-up done: ready to pull",
+                f"runs stopped at verified checkpoints; manifest written. {ev.get('note') or ''}".strip(),
+                Level.SUCCESS,
+            )
+
+    # -- each tick -------------------------------------------------------------------------------
+    def tick(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for outcome in self.notifier.drain():
+            self.ledger.event(
+                "notify_sent" if outcome.ok else "notify_failed",
+                url=outcome.url,
+                event=outcome.message.event.value,
+                attempts=outcome.attempts,
+                **({"error": outcome.error} if outcome.error else {}),
+            )
+        self._expiry(now)
+        if now >= self._next_pilot_check:
+            self._next_pilot_check = now + PILOT_CHECK_S
+            self._pilot()
+
+    def _expiry(self, now: float) -> None:
+        clock = read_clock(self.campaign.bundle, now)
+        if clock.level not in LEVEL_WORDS or clock.level in self.levels_sent:
+            return
+        self.levels_sent.add(clock.level)
+        self.ledger.event("expiry_notified", level=clock.level)
+        level, words = LEVEL_WORDS[clock.level]
+        retrieved = L.last_event(self.ledger.conn, "retrieval_verified")
+        body = words.format(
+            left=format_span(clock.to_retrieve_seconds),
+            by=self.campaign.bundle.retrieve_by.strftime("%a %H:%M"),
+            expires=format_span(clock.remaining_seconds),
+        )
+        if retrieved is not None:
+            level = Level.INFO
+            body = (
+                f"retrieved and verified ({retrieved.get('files')} files to {retrieved.get('to')}); "
+                f"the window closes in {format_span(clock.remaining_seconds)}"
+            )
+        else:
+            body += f"; on your machine: campaign pull {self.host}:{self.campaign.root}"
+        self._post(Event.EXPIRY, f"rental {clock.level}", body, level)
+
+    def _pilot(self) -> None:
+        if self.pilot_sent or not self.notifier.wants(Event.PILOT_WAITING):
+            return
+        try:
+            from runner.closing.pilot import pilot_status
+
+            status: Any = pilot_status(self.campaign, self.ledger.conn)
+        except Exception:
+            return
+        if isinstance(status, dict) and status.get("state") == "awaiting_decision":
+            self.pilot_sent = True
+            self.ledger.event("pilot_waiting_notified")
+            self._post(
+                Event.PILOT_WAITING,
+                "pilot decision waiting",
+                "the pilot runs are done: decide continue / cut / revisit in the console (or campaign status)",
+                Level.WARNING,
+            )
+
+
+def _events_of(conn: Any, kind: str) -> list[dict]:
+    import json
+
+    out = []
+    for row in conn.execute("SELECT data FROM events WHERE kind = ?", (kind,)).fetchall():
+        try:
+            out.append(json.loads(row["data"]))
+        except ValueError:
+            continue
+    return out
