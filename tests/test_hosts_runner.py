@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.campaign.host_view import recorded_host
+from runner.campaign.errors import CampaignError
+from runner.campaign.host_view import as_host, recorded_host
 from runner.campaign.model import load_campaign
 from runner.cli import main as cli_main
 from runner.daemon import client, control
@@ -42,8 +43,8 @@ def two_host_campaign(camp):
 
 def test_up_needs_the_host_then_the_runner_runs_only_what_is_placed_on_it(camp, capsys):
     two_host_campaign(camp)
-    assert cli_main(["up", str(camp)]) == 2  # which host is this folder?
-    assert "campaign up --host NAME" in capsys.readouterr().err
+    with pytest.raises(CampaignError, match=r"campaign up --host NAME"):  # which host is this folder?
+        as_host(load_campaign(camp))
     assert cli_main(["up", str(camp), "--host", "c"]) == 2
     assert "declares hosts a, b" in capsys.readouterr().err
 

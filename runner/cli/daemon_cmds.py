@@ -19,7 +19,7 @@ from runner.campaign.errors import CampaignError, RunnerUnavailable
 from runner.campaign.host_view import as_host, record_host
 from runner.campaign.model import Campaign, load_campaign, resolve_campaign_path
 from runner.campaign.statedir import StatePaths, paths_for
-from runner.cli import file_arg
+from runner.cli import file_arg, fleet_cmds
 from runner.daemon import client, control
 from runner.daemon.status import offline_snapshot
 
@@ -92,6 +92,8 @@ def _request(campaign: Campaign, op: str, **args) -> dict | None:
 
 
 def cmd_up(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_up(several, ns)
     campaign = _campaign(ns)
     if getattr(ns, "host", None):
         record_host(campaign, ns.host)
@@ -104,6 +106,8 @@ def cmd_up(ns: argparse.Namespace) -> int:
 
 
 def cmd_down(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_down(several, ns)
     campaign = _campaign_or_runner(ns)
     res = control.down(campaign, abort_runs=bool(getattr(ns, "abort_runs", False)))
     print(res.message)
@@ -111,6 +115,8 @@ def cmd_down(ns: argparse.Namespace) -> int:
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_status(several, ns)
     campaign = _campaign_or_runner(ns)
     try:
         snap = client.request(campaign, "status")
@@ -126,6 +132,8 @@ def cmd_status(ns: argparse.Namespace) -> int:
 
 
 def cmd_start(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_start(several, ns)
     campaign = _campaign(ns)
     try:
         campaign.variant(ns.variant)
@@ -148,6 +156,8 @@ def cmd_start(ns: argparse.Namespace) -> int:
 
 
 def cmd_abort(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_run_op(several, ns, "abort", reason=getattr(ns, "reason", None), by=_who())
     campaign = _campaign_or_runner(ns)
     if not isinstance(campaign, StatePaths):
         _ensure_for_run(campaign, ns.run)
@@ -159,6 +169,8 @@ def cmd_abort(ns: argparse.Namespace) -> int:
 
 
 def cmd_resume(ns: argparse.Namespace) -> int:
+    if (several := fleet_cmds.user_side(ns)) is not None:
+        return fleet_cmds.cmd_run_op(several, ns, "resume")
     campaign = _campaign(ns)
     _ensure_for_run(campaign, ns.run)
     out = _request(campaign, "resume", run=ns.run)

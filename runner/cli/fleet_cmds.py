@@ -1,0 +1,116 @@
+"""`up`, `down`, `status`, `start`, `abort` and `resume` from the user's side of a campaign over
+several hosts: the campaign file declares [[host]] tables and this folder is none of them.
+
+Each command goes to every host (up, down, status) or to the run's host (start, abort, resume)
+through `runner.daemon.fleet`. A host that cannot be reached is said so, with since when; a
+request routed to it is refused with that reason (exit 1), never queued.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from runner.campaign.durations import format_span
+from runner.campaign.errors import CampaignError
+from runner.campaign.host_view import recorded_host
+from runner.campaign.model import Campaign, load_campaign
+from runner.cli import file_arg
+from runner.daemon.fleet import Fleet, HostResult, HostUnreachable, fmt_since
+
+
+def user_side(ns: argparse.Namespace) -> Campaign | None:
+    """The campaign when this folder drives several hosts (None: a host's folder, or one host)."""
+    if getattr(ns, "host", None):
+        return None  # `up --host NAME`: this folder is that host
+    try:
+        campaign = load_campaign(file_arg(ns))
+    except CampaignError:
+        return None  # the one-host commands say what is wrong with the file
+    return campaign if campaign.hosts and recorded_host(campaign) is None else None
+
+
+def cmd_up(campaign: Campaign, ns: argparse.Namespace) -> int:
+    with Fleet(campaign) as fleet:
+        said = fleet.up()
+    return _per_host(said)
+
+
+def cmd_down(campaign: Campaign, ns: argparse.Namespace) -> int:
+    with Fleet(campaign) as fleet:
+        said = fleet.down(abort_runs=bool(getattr(ns, "abort_runs", False)))
+    return _per_host(said)
+
+
+def _per_host(said: dict[str, HostResult]) -> int:
+    for name, res in said.items():
+        for line in res.text.splitlines() or [""]:
+            print(f"{name}: {line}")
+    return 0 if all(r.ok for r in said.values()) else 1
+
+
+def cmd_status(campaign: Campaign, ns: argparse.Namespace) -> int:
+    with Fleet(campaign) as fleet:
+        snap = fleet.status()
+    if getattr(ns, "json", False):
+        print(json.dumps(snap, indent=1))
+    else:
+        print(render_fleet(snap))
+    return 0
+
+
+def cmd_start(campaign: Campaign, ns: argparse.Namespace) -> int:
+    with Fleet(campaign) as fleet:
+        try:
+            host, out = fleet.start(ns.variant)
+        except HostUnreachable as exc:
+            print(f"campaign: {exc}", file=sys.stderr)
+            return 1
+    if out.get("state") == "refused":
+        print(f"campaign: {host}/{out['run']} refused: {out.get('reason')}", file=sys.stderr)
+        return 1
+    note = f" ({out['note']})" if out.get("note") else ""
+    print(f"{host}/{out['run']}: {out['state']}{note}")
+    return 0
+
+
+def cmd_run_op(campaign: Campaign, ns: argparse.Namespace, op: str, **args) -> int:
+    """`abort` or `resume` of HOST/RUN (or a RUN id that one host holds)."""
+    with Fleet(campaign) as fleet:
+        try:
+            host, rid = fleet.route(ns.run)
+            out = fleet.request(host, op, run=rid, **args)
+        except HostUnreachable as exc:
+            print(f"campaign: {op} {ns.run} refused: {exc}", file=sys.stderr)
+            return 1
+    note = f" ({out['note']})" if out.get("note") else ""
+    print(f"{host}/{out['run']}: {out['state']}{note}")
+    return 0
+
+
+def render_fleet(snap: dict) -> str:
+    """The merged snapshot for a person: one line per host, then one per run with its host."""
+    lines = [f"{snap['campaign']['name']}: {len(snap['hosts'])} hosts"]
+    for h in snap["hosts"]:
+        if not h["reachable"]:
+            lines.append(f"{h['host']:<10} UNREACHABLE since {fmt_since(h['unreachable_since'], snap['now'])}")
+            continue
+        b = h.get("bundle") or {}
+        if h.get("runner") is None:
+            lines.append(f"{h['host']:<10} {h.get('error') or 'the runner is not running'}")
+            continue
+        slots = h.get("slots") or {}
+        lines.append(
+            f"{h['host']:<10} {b.get('gpu')} {b.get('plan')}, slots {slots.get('busy')}/{slots.get('total')}, "
+            f"expires {b.get('expires_at')} (in {format_span(b.get('remaining_seconds') or 0)}) [{b.get('warning')}]"
+        )
+    runs = snap.get("runs") or []
+    if runs:
+        lines.append(f"{'HOST':<10} {'RUN':<24} {'STATE':<9} {'STEP':>8}  REASON")
+        for r in runs:
+            step = "-" if r.get("step") is None else str(r["step"])
+            lines.append(f"{r['host']:<10} {r['id']:<24} {r['state']:<9} {step:>8}  {r.get('stop_reason') or ''}")
+    else:
+        lines.append("no runs yet")
+    return "\n".join(lines)
