@@ -63,11 +63,24 @@ def banner_text(pilot: dict | None, now: float, tz: dt.tzinfo | None = None) -> 
         text = Text("PILOT OVER: decide — continue, cut or revisit (D) · ", style="bold")
         text.append(f"{hours_words(as_float(estimate.get('remaining_hours')))} of work left, ")
         text.append_text(fit_words(estimate))
+        text.append_text(wait_words(pilot, now, tz))
         return text
     decision = pilot.get("decision")
     if pilot.get("state") == "decided" and decision and now - (as_float(decision.get("t")) or 0) < SHOW_DECIDED_SECONDS:
         return Text(f"PILOT DECIDED by {decision.get('who')}: {decision_words(decision)}")
     return None
+
+
+def wait_words(pilot: dict, now: float, tz: dt.tzinfo | None = None) -> Text:
+    """The hold and its end: " · launches held until 03:10 UTC (1h 02m), then the runner continues"."""
+    end = as_float(pilot.get("continues_at"))
+    if end is None:
+        return Text("")
+    left = max(end - now, 0.0)
+    return Text(
+        f" · launches held until {_clock(end, tz)} ({fmt_span(left)}), then the runner continues by itself",
+        style="yellow",
+    )
 
 
 def estimate_summary(estimate: dict | None, tz: dt.tzinfo | None = None) -> Text:

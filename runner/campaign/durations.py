@@ -59,3 +59,17 @@ def format_span(seconds: float | None) -> str:
     if m:
         return f"{sign}{m}m {sec:02d}s"
     return f"{sign}{sec}s"
+
+
+def duration_words(seconds: float) -> str:
+    """A duration as a sentence says it, in its largest exact units: "10 s", "30 min", "2 h",
+    "1 h 30 min", "1 d 6 h" (a fraction of a second is kept: "0.5 s")."""
+    if seconds < 60:
+        return f"{seconds:g} s"
+    s = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        n, s = divmod(s, size)
+        if n:
+            parts.append(f"{n} {unit}")
+    return " ".join(parts)

@@ -46,6 +46,17 @@ class Decision:
     min_gain: float = 0.0
 
 
+DEFAULT_PILOT_WAIT_S = 2 * 3600.0  # `[pilot] wait`: how long launches wait for a decision
+
+
+@dataclass(frozen=True)
+class PilotSettings:
+    """`[pilot]`: how long the runner holds launches for the pilot decision before it continues
+    by itself (an unattended rental must not sit idle for ever)."""
+
+    wait_s: float = DEFAULT_PILOT_WAIT_S
+
+
 @dataclass(frozen=True)
 class Bundle:
     provider: str
@@ -168,6 +179,7 @@ class Campaign:
     rules: tuple[Rule, ...]
     spend: tuple[Spend, ...] = ()
     decision: Decision | None = None
+    pilot: PilotSettings = field(default_factory=PilotSettings)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     hosts: tuple[Host, ...] = ()  # [[host]] tables; empty: one host, the [bundle]
     this_host: str | None = None  # set by `hosts.on_host` in the runner of one host
@@ -335,7 +347,7 @@ class _Reader:
     def campaign(self) -> Campaign:
         self.check_keys(
             self.data,
-            {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host", "notify"},
+            {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host", "notify", "pilot"},
             "file",
         )
         top = self.table("campaign", required=True)
@@ -373,6 +385,7 @@ class _Reader:
             rules=rules,
             spend=self.spend(),
             decision=self.decision(names),
+            pilot=self.pilot(),
             raw=self.data,
             hosts=hosts,
             notify=self.notify(),
@@ -427,6 +440,12 @@ class _Reader:
             higher_is_better=self.get(tbl, "higher_is_better", bool, "decision", default=True),
             min_gain=float(self.get(tbl, "min_gain", (int, float), "decision", default=0.0)),
         )
+
+    def pilot(self) -> PilotSettings:
+        tbl = self.table("pilot")
+        self.check_keys(tbl, {"wait"}, "pilot")
+        wait = self.duration(tbl, "wait", "pilot")
+        return PilotSettings(wait_s=DEFAULT_PILOT_WAIT_S if wait is None else wait)
 
     def bundle(self, tbl: dict | None = None, t: str = "bundle", i: int | None = None) -> Bundle:
         """The [bundle] table, or (from `hosts`) one [[host]]'s bundle fields, `i` its index."""

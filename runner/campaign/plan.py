@@ -170,7 +170,7 @@ def reduced_protocol(campaign: Campaign, sched: Schedule) -> Option | None:
     """Drop exploratory variants, then useful ones, until the schedule fits; None if there is
     nothing to drop. Essential variants are never dropped."""
     b = campaign.bundle
-    scheduled = [campaign.variant(n) for n in sched.variants]
+    scheduled = [v for v in campaign.variants if v.name in sched.variants]  # in the file's order
     best = None
     for level in ("exploratory", "useful"):
         cut = CATEGORIES[CATEGORIES.index(level) :]

@@ -9,16 +9,18 @@ With `[[host]]` tables, hour 0 is the earliest host's window start and each host
 variant placed on a host runs there, the others go to the host whose GPUs free up first, none
 starts before its host's window opens, and each lane is judged against its own window.
 A phase with both `hours` and `variants` lasts as long as the longer of the two.
+Within a phase, variants go in the launch order (`variant_rank`), the one the runner's queue uses,
+so the plan's start times are the order in which runs will launch.
 
 Nothing here prices anything: `runner.campaign.plan` compares schedules against plans and prices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from runner.campaign.model import Campaign, Phase
+from runner.campaign.model import CATEGORIES, Campaign, Phase
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,33 @@ class Schedule:
         return [i for i in self.items if i.kind == "variant"]
 
 
+def variant_rank(campaign: Campaign) -> Callable[[str | None], tuple[int, int, int]]:
+    """The launch order, shared by the plan and the runner's queue: the first phase that names the
+    variant (variants in no phase after every phase), then the category (essential, useful,
+    exploratory), then the variant's place in that phase's list (in the file, for the rest)."""
+    first: dict[str, tuple[int, int]] = {}
+    for pi, phase in enumerate(campaign.phases):
+        for vi, name in enumerate(phase.variants):
+            first.setdefault(name, (pi, vi))
+    files = {v.name: i for i, v in enumerate(campaign.variants)}
+    cats = {v.name: v.category for v in campaign.variants}
+    last = len(campaign.phases)
+
+    def rank(name: str | None) -> tuple[int, int, int]:
+        name = name or ""
+        cat = cats.get(name)
+        cat_rank = CATEGORIES.index(cat) if cat in CATEGORIES else len(CATEGORIES)
+        phase, place = first.get(name, (last, files.get(name, len(files))))
+        return (phase, cat_rank, place)
+
+    return rank
+
+
+def launch_order(campaign: Campaign, names: Iterable[str]) -> list[str]:
+    """`names` sorted in the launch order (see `variant_rank`)."""
+    return sorted(names, key=variant_rank(campaign))
+
+
 def build_schedule(
     campaign: Campaign,
     *,
@@ -203,7 +232,7 @@ def build_schedule(
     for group in (g for g in groups if not g[0].before_window):
         start, group_end = cursor, cursor
         for p in group:
-            names = [n for n in p.variants if keep is None or n in keep]
+            names = launch_order(campaign, (n for n in p.variants if keep is None or n in keep))
             runs = _run_variants(campaign, p, names, start, specs, pinned)
             if p.hours is None and not runs:
                 continue  # every variant of this phase was dropped

@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "start": ("runner.cli.daemon_cmds:cmd_start", "start a variant (what the console's key does)"),
     "abort": ("runner.cli.daemon_cmds:cmd_abort", "abort a run, keeping its id and reason"),
     "resume": ("runner.cli.daemon_cmds:cmd_resume", "resume a stopped, failed or aborted run"),
+    "decide": (
+        "runner.cli.decide_cmd:cmd_decide",
+        "the pilot decision from the shell: continue, cut to the variants named, or revisit",
+    ),
     "checkpoint": ("runner.cli.checkpoint_cmd:cmd_checkpoint", "load a checkpoint in a fresh process and grade it"),
     "verify": ("runner.cli.report_cmds:cmd_verify", "check the deliverables of every run"),
     "report": ("runner.cli.report_cmds:cmd_report", "the closing budget report"),
@@ -85,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["abort"].add_argument("args", nargs="+", metavar="[FILE] RUN")
     p["abort"].add_argument("--reason", default=None, help="why (kept in the ledger)")
     p["resume"].add_argument("args", nargs="+", metavar="[FILE] RUN")
+    p["decide"].add_argument("args", nargs="+", metavar="[FILE] continue | cut VARIANT... | revisit")
+    p["decide"].add_argument("--note", default=None, help="why (kept with the decision)")
     p["checkpoint"].add_argument("path", metavar="PATH")
     p["checkpoint"].add_argument("--json", action="store_true")
     from runner.cli.pull_cmds import add_arguments as add_pull_arguments

@@ -1,80 +1,193 @@
-"""The pilot decision point: when the pilot is over, re-estimate what is left and ask for a decision.
+"""The pilot decision point: when the pilot is over, re-estimate what is left, hold the queue and
+ask for a decision.
 
-The plan is frozen when the runner first starts (ledger `meta` key `plan_frozen`); it is compared
-with what happens, never rewritten. The pilot is complete when the first run of every scheduled
-variant reached its first checkpoint (or ended before one), or, when the file has a phase named
-`pilot`, once that phase ended. Then every remaining item is re-estimated from what was measured
-(step rates, finished runs' real durations, checkpoint write and verify times), laid out again on
-the GPUs from now, and checked against the retrieval deadline. The user decides: continue, cut to
-chosen variants, or revisit the question; the ledger records who, what and when.
+The pilot is over when every variant the campaign will run has what the basis requires:
+- with a phase named `pilot`: every variant of that phase ended (a `pilot` phase without variants
+  ends when its planned hours have passed); until then only the pilot phase's variants launch;
+- without one: the first run of every variant the plan runs (and of any variant started by hand)
+  reached its first checkpoint, or ended before one.
+Then nothing further launches until a decision is recorded: continue, cut to chosen variants, or
+revisit the question, from the console or `campaign decide`. After `[pilot] wait` (default 2 h)
+without one, the runner continues by itself and records "no decision within 2 h: continued".
 
-The runner (daemon) calls `pilot_status` and `record_decision` with its own writable connection.
+The runner (daemon) calls `launch_hold`, `pilot_status` and `record_decision` with its own writable
+connection; the SQL lives in runner.ledger.pilot_rows.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from runner.campaign.durations import duration_words
 from runner.campaign.errors import CampaignError
-from runner.campaign.model import CATEGORIES, Campaign
-from runner.closing.deliverables import TERMINAL_STATES, RunRecord, read_runs
+from runner.campaign.model import Campaign
+from runner.closing.pilot_estimate import attempt_started_at, re_estimate
+from runner.closing.pilot_plan import (
+    ensure_frozen_plan,
+    frozen_plan,
+    pilot_phase,
+    plan_snapshot,
+    plan_variants,
+    scheduled_variants,
+)
+from runner.ledger import pilot_rows as rows
+from runner.ledger.pilot_rows import DecidedHow
+from runner.ledger.store import all_runs
 
 CHOICES = ("continue", "cut", "revisit")
-TOTAL_STEP_METRICS = ("total_steps", "max_steps", "steps_total")
+ENDED = ("finished", "failed", "stopped", "aborted", "refused")
+RUNNER_WHO = "runner"
+
+__all__ = [
+    "CHOICES",
+    "DecidedHow",
+    "LaunchHold",
+    "attempt_started_at",
+    "ensure_frozen_plan",
+    "frozen_plan",
+    "launch_hold",
+    "list_decisions",
+    "pilot_status",
+    "plan_snapshot",
+    "re_estimate",
+    "record_decision",
+    "scheduled_variants",
+]
+
+
+@dataclass(frozen=True)
+class PilotEnd:
+    complete: bool
+    at: float | None
+    basis: str
+
+
+@dataclass(frozen=True)
+class LaunchHold:
+    """What the pilot lets the runner launch now.
+
+    held: nothing outside `allowed` launches; allowed: the variants that still may (the pilot
+    phase's, while it runs); continues_at: when the wait for a decision ends; wait_ended: the
+    wait is over with no decision (the runner records "continued" and launches again)."""
+
+    held: bool
+    reason: str = ""
+    allowed: frozenset[str] = frozenset()
+    continues_at: float | None = None
+    wait_ended: bool = False
+
+
+OPEN = LaunchHold(held=False)
 
 
 # ---------------------------------------------------------------------------------------------
-# The frozen plan
+# The pilot's end
 
 
-def frozen_plan(conn: sqlite3.Connection) -> dict[str, Any] | None:
-    row = conn.execute("SELECT value FROM meta WHERE key = 'plan_frozen'").fetchone()
-    if row is None:
-        return None
-    try:
-        value = json.loads(row["value"])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def plan_snapshot(campaign: Campaign, now: float | None = None) -> dict[str, Any]:
-    """The schedule as `plan --json` gives it, stamped with when it was frozen."""
-    from runner.campaign.plan import plan_campaign
-
-    return {"frozen_at": time.time() if now is None else now, **plan_campaign(campaign).to_json()}
-
-
-def ensure_frozen_plan(campaign: Campaign, conn: sqlite3.Connection, now: float | None = None) -> dict[str, Any]:
-    """The frozen plan; written now (once) when the runner did not freeze one."""
-    plan = frozen_plan(conn)
-    if plan is not None:
-        return plan
-    plan = plan_snapshot(campaign, now)
-    try:
-        cur = conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('plan_frozen', ?)", (json.dumps(plan),))
-    except sqlite3.OperationalError:  # a read-only reader (status without a runner): freeze nothing
-        return plan
-    if cur.rowcount:
-        conn.execute(
-            "INSERT INTO events(t, run_id, kind, data) VALUES (?, NULL, 'plan_frozen', ?)",
-            (plan["frozen_at"], json.dumps({"committed_hours": plan.get("committed_hours"), "fits": plan.get("fits")})),
+def pilot_end(campaign: Campaign, conn: sqlite3.Connection, now: float) -> PilotEnd:
+    """Whether the pilot is over (noted once in the ledger, then read from there)."""
+    noted = rows.meta_json(conn, rows.PILOT_END_KEY)
+    if isinstance(noted, dict):
+        return PilotEnd(True, noted.get("at"), str(noted.get("basis") or ""))
+    plan = ensure_frozen_plan(campaign, conn, now)
+    runs = all_runs(conn)
+    progress = _variant_progress(scheduled_variants(campaign, plan, conn), runs, rows.first_checkpoint_times(conn))
+    end = _completion(campaign, plan, runs, progress, now)
+    if end.complete:
+        data = {"basis": end.basis}
+        rows.put_meta_once(
+            conn,
+            rows.PILOT_END_KEY,
+            {"at": end.at, "basis": end.basis},
+            t=end.at or now,
+            event="pilot_complete",
+            data=data,
         )
-        return plan
-    return frozen_plan(conn) or plan
+    return end
 
 
-def scheduled_variants(campaign: Campaign, plan: dict[str, Any]) -> list[str]:
-    """The variants the frozen plan runs, in plan order (every declared one if it names none)."""
-    names: list[str] = []
-    for item in plan.get("items", []):
-        if item.get("kind") == "variant" and item.get("name") not in names:
-            names.append(item["name"])
-    return names or [v.name for v in campaign.variants]
+def _variant_progress(scope: list[str], runs: list[dict], first_ckpt: dict[str, float]) -> list[dict]:
+    """For each scheduled variant: its first run, and whether (and when) it reached the pilot mark."""
+    out = []
+    for name in scope:
+        launched = [r for r in runs if r["variant"] == name and r["launched_at"] is not None]
+        entry: dict[str, Any] = {"variant": name, "run": None, "reached": False, "how": None, "at": None}
+        if launched:
+            first = min(launched, key=lambda r: r["launched_at"])
+            entry["run"] = first["id"]
+            if first["id"] in first_ckpt:
+                entry.update(reached=True, how="checkpoint", at=first_ckpt[first["id"]])
+            elif first["state"] in ENDED:
+                entry.update(
+                    reached=True, how=f"ended ({first['state']})", at=first["ended_at"] or first["launched_at"]
+                )
+        out.append(entry)
+    return out
+
+
+def _completion(campaign: Campaign, plan: dict, runs: list[dict], progress: list[dict], now: float) -> PilotEnd:
+    pilot = pilot_phase(campaign)
+    if pilot is not None:
+        basis = f"the phase '{pilot.name}' ended"
+        if pilot.variants:
+            ends = []
+            for name in pilot.variants:
+                mine = [r for r in runs if r["variant"] == name]
+                if not mine or any(r["state"] not in ENDED for r in mine):
+                    return PilotEnd(False, None, basis)
+                ends.append(max(r["ended_at"] or 0.0 for r in mine))
+            return PilotEnd(True, max(ends), basis)
+        item = next(
+            (i for i in plan.get("items", []) if i.get("kind") == "phase" and i.get("name") == pilot.name), None
+        )
+        end = campaign.bundle.started_at.timestamp() + 3600.0 * float(item["end_hours"]) if item else None
+        done = end is not None and now >= end
+        return PilotEnd(done, end if done else None, basis)
+    basis = "the first run of every variant reached its first checkpoint (or ended)"
+    if progress and all(p["reached"] for p in progress):
+        return PilotEnd(True, max((p["at"] or 0.0) for p in progress), basis)
+    return PilotEnd(False, None, basis)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hold on launches
+
+
+def launch_hold(campaign: Campaign, conn: sqlite3.Connection, now: float | None = None) -> LaunchHold:
+    """What may launch now. Cheap once decided (one query); called by the runner before launches."""
+    if rows.has_decision(conn):
+        return OPEN
+    now = time.time() if now is None else now
+    end = pilot_end(campaign, conn, now)
+    if not end.complete:
+        pilot = pilot_phase(campaign)
+        if pilot is None or not pilot.variants:
+            return OPEN
+        return LaunchHold(
+            held=True,
+            reason=f"waits for the pilot: the phase '{pilot.name}' runs first, then the pilot decision",
+            allowed=frozenset(pilot.variants),
+        )
+    continues_at = (end.at or now) + campaign.pilot.wait_s
+    if now >= continues_at:
+        return LaunchHold(held=True, reason="", continues_at=continues_at, wait_ended=True)
+    return LaunchHold(
+        held=True,
+        reason=(
+            "held for the pilot decision (`campaign decide` or the console's D); the runner "
+            f"continues by itself {duration_words(campaign.pilot.wait_s)} after the pilot's end"
+        ),
+        continues_at=continues_at,
+    )
+
+
+def continue_after_wait(campaign: Campaign, conn: sqlite3.Connection, now: float | None = None) -> dict[str, Any]:
+    """The wait ran out with no decision: record "no decision within ...: continued"."""
+    note = f"no decision within {duration_words(campaign.pilot.wait_s)}: continued"
+    return record_decision(conn, campaign, "continue", [], note, RUNNER_WHO, now=now, how=DecidedHow.WAIT_ENDED)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,294 +200,30 @@ def pilot_status(campaign: Campaign, conn: sqlite3.Connection, now: float | None
     state: "running" (pilot not over), "awaiting_decision", or "decided" (a decision is recorded)."""
     now = time.time() if now is None else now
     plan = ensure_frozen_plan(campaign, conn, now)
-    runs = read_runs(conn)
-    if not any(r.launched_at is not None for r in runs):
+    runs = all_runs(conn)
+    if not any(r["launched_at"] is not None for r in runs):
         return None
-    scope = scheduled_variants(campaign, plan)
-    first_ckpt = _first_checkpoints(conn)
-    progress = _variant_progress(scope, runs, first_ckpt)
-    complete, completed_at, basis = _completion(campaign, plan, scope, runs, progress, now)
-    if complete:
-        _note_completion(conn, completed_at, basis)
+    scope = scheduled_variants(campaign, plan, conn)
+    progress = _variant_progress(scope, runs, rows.first_checkpoint_times(conn))
+    end = pilot_end(campaign, conn, now)
     decisions = list_decisions(conn)
-    state = "decided" if decisions else ("awaiting_decision" if complete else "running")
+    state = "decided" if decisions else ("awaiting_decision" if end.complete else "running")
+    continues_at = (end.at or now) + campaign.pilot.wait_s if end.complete and not decisions else None
     return {
         "state": state,
-        "complete": complete,
-        "completed_at": completed_at,
-        "basis": basis,
+        "complete": end.complete,
+        "completed_at": end.at,
+        "basis": end.basis,
         "plan_frozen_at": plan.get("frozen_at"),
         "variants": progress,
-        "estimate": re_estimate(campaign, conn, plan, runs, now),
+        "estimate": re_estimate(campaign, conn, plan, now=now, cut=cut_variants(conn)),
         "decision": decisions[-1] if decisions else None,
         "choices": list(CHOICES),
         "question": campaign.question,
+        "wait_seconds": campaign.pilot.wait_s,
+        "continues_at": continues_at,
+        "launches_held": state == "awaiting_decision",
     }
-
-
-def _first_checkpoints(conn: sqlite3.Connection) -> dict[str, float]:
-    rows = conn.execute("SELECT run_id, MIN(t) AS t FROM checkpoints GROUP BY run_id").fetchall()
-    return {r["run_id"]: r["t"] for r in rows}
-
-
-def _variant_progress(scope: list[str], runs: list[RunRecord], first_ckpt: dict[str, float]) -> list[dict]:
-    """For each scheduled variant: its first run, and whether (and when) it reached the pilot mark."""
-    out = []
-    for name in scope:
-        launched = [r for r in runs if r.variant == name and r.launched_at is not None]
-        if not launched:
-            out.append({"variant": name, "run": None, "reached": False, "how": None, "at": None})
-            continue
-        first = min(launched, key=lambda r: r.launched_at)
-        if first.id in first_ckpt:
-            out.append(
-                {"variant": name, "run": first.id, "reached": True, "how": "checkpoint", "at": first_ckpt[first.id]}
-            )
-        elif first.state in TERMINAL_STATES:
-            out.append(
-                {
-                    "variant": name,
-                    "run": first.id,
-                    "reached": True,
-                    "how": f"ended ({first.state})",
-                    "at": first.ended_at or first.launched_at,
-                }
-            )
-        else:
-            out.append({"variant": name, "run": first.id, "reached": False, "how": None, "at": None})
-    return out
-
-
-def _completion(
-    campaign: Campaign, plan: dict, scope: list[str], runs: list[RunRecord], progress: list[dict], now: float
-) -> tuple[bool, float | None, str]:
-    pilot = next((p for p in campaign.phases if p.name.strip().lower() == "pilot"), None)
-    if pilot is not None:
-        basis = "the phase 'pilot' ended"
-        if pilot.variants:
-            ends = []
-            for name in pilot.variants:
-                mine = [r for r in runs if r.variant == name]
-                if not mine or any(r.state not in TERMINAL_STATES for r in mine):
-                    return False, None, basis
-                ends.append(max(r.ended_at or 0.0 for r in mine))
-            return True, max(ends), basis
-        item = next(
-            (i for i in plan.get("items", []) if i.get("kind") == "phase" and i.get("name") == pilot.name), None
-        )
-        end = campaign.bundle.started_at.timestamp() + 3600.0 * float(item["end_hours"]) if item else None
-        return (end is not None and now >= end), (end if end is not None and now >= end else None), basis
-    basis = "the first run of every variant reached its first checkpoint"
-    if all(p["reached"] for p in progress):
-        return True, max((p["at"] or 0.0) for p in progress), basis
-    return False, None, basis
-
-
-def _note_completion(conn: sqlite3.Connection, at: float | None, basis: str) -> None:
-    """Record once, in the ledger, that the pilot is over (the console's log shows it)."""
-    if conn.execute("SELECT 1 FROM meta WHERE key = 'pilot_complete'").fetchone() is not None:
-        return
-    try:
-        cur = conn.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('pilot_complete', ?)",
-            (json.dumps({"at": at, "basis": basis}),),
-        )
-    except sqlite3.OperationalError:  # read-only reader
-        return
-    if cur.rowcount:
-        conn.execute(
-            "INSERT INTO events(t, run_id, kind, data) VALUES (?, NULL, 'pilot_complete', ?)",
-            (at or time.time(), json.dumps({"basis": basis})),
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# The re-estimate
-
-
-def re_estimate(
-    campaign: Campaign,
-    conn: sqlite3.Connection,
-    plan: dict[str, Any],
-    runs: list[RunRecord] | None = None,
-    now: float | None = None,
-) -> dict[str, Any]:
-    """Every remaining item re-estimated from measurements, laid out from now, against the window.
-
-    - a running run with a step rate and a reported total step count: steps left / measured rate;
-    - a variant not yet run: its planned hours times the measured speed factor (median of
-      measured/planned over the variants measured so far; 1 when nothing was measured);
-    - each remaining item adds its checkpoints' measured write time (a stall) and one final
-      verification. Measured rates already include earlier stalls, so this errs long, not short.
-    """
-    now = time.time() if now is None else now
-    runs = read_runs(conn) if runs is None else runs
-    write_s, verify_s = _checkpoint_costs(conn)
-    rates = _step_rates(conn)
-    totals = _total_steps(conn)
-    factors: list[float] = []
-    for r in runs:
-        if r.state == "finished" and r.planned_hours > 0 and r.active_seconds > 0:
-            factors.append(r.active_seconds / 3600.0 / r.planned_hours)
-        elif r.state == "running" and r.id in rates and r.id in totals and r.planned_hours > 0:
-            rate, last_step, elapsed = rates[r.id]
-            factors.append((elapsed + max(totals[r.id] - last_step, 0) / rate) / 3600.0 / r.planned_hours)
-    factor = statistics.median(factors) if factors else 1.0
-    items = []
-    cut = _cut_variants(conn)
-    for name in scheduled_variants(campaign, plan):
-        try:
-            v = campaign.variant(name)
-        except KeyError:
-            continue
-        mine = [r for r in runs if r.variant == name]
-        running = [r for r in mine if r.state in ("running", "queued")]
-        planned = v.hours
-        if name in cut and not any(r.state == "running" for r in mine):
-            items.append(_item(name, v, "cut", planned, 0.0, 0.0, "cut at the pilot decision"))
-            continue
-        if any(r.state == "finished" for r in mine) or (mine and not running):
-            done = sum(r.active_seconds for r in mine) / 3600.0
-            items.append(_item(name, v, "done", planned, done, 0.0, f"ended ({mine[-1].state})"))
-            continue
-        if running and running[-1].state == "running":
-            r = running[-1]
-            elapsed = _elapsed(conn, r, now)
-            if r.id in rates and r.id in totals:
-                rate, last_step, _ = rates[r.id]
-                left = max(totals[r.id] - last_step, 0) / rate
-                basis = f"{rate:.3g} steps/s measured, {max(totals[r.id] - last_step, 0)} steps left"
-            else:
-                left = max(planned * factor * 3600.0 - elapsed, 0.0)
-                basis = "no total step count reported: planned hours x speed factor, minus elapsed"
-            left_h = (left + _overhead(v, left, write_s, verify_s)) / 3600.0
-            items.append(_item(name, v, "running", planned, elapsed / 3600.0, left_h, basis, run=r.id))
-            continue
-        base = planned * factor * 3600.0
-        left_h = (base + _overhead(v, base, write_s, verify_s)) / 3600.0
-        items.append(
-            _item(
-                name,
-                v,
-                "waiting",
-                planned,
-                0.0,
-                left_h,
-                f"planned {planned:g} h x speed factor {factor:.2f} + checkpoint costs",
-            )
-        )
-    end_h = _lay_out(campaign, items)
-    tail_h = _tail_phase_hours(campaign, plan)
-    retrieve_by = campaign.bundle.retrieve_by.timestamp()
-    projected_end = now + (end_h + tail_h) * 3600.0
-    spare_h = (retrieve_by - projected_end) / 3600.0
-    return {
-        "computed_at": now,
-        "speed_factor": round(factor, 4),
-        "measured_runs": len(factors),
-        "checkpoint_write_seconds": write_s,
-        "checkpoint_verify_seconds": verify_s,
-        "items": items,
-        "remaining_hours": round(end_h + tail_h, 4),
-        "tail_phase_hours": tail_h,
-        "projected_end": projected_end,
-        "retrieve_by": retrieve_by,
-        "fits": spare_h >= 0,
-        "spare_hours": round(max(spare_h, 0.0), 4),
-        "over_hours": round(max(-spare_h, 0.0), 4),
-    }
-
-
-def _item(
-    name: str, v, state: str, planned: float, elapsed_h: float, remaining_h: float, basis: str, run: str | None = None
-) -> dict[str, Any]:
-    return {
-        "variant": name,
-        "category": v.category,
-        "gpus": v.gpus,
-        "state": state,
-        "run": run,
-        "planned_hours": planned,
-        "elapsed_hours": round(elapsed_h, 4),
-        "remaining_hours": round(remaining_h, 4),
-        "basis": basis,
-    }
-
-
-def _checkpoint_costs(conn: sqlite3.Connection) -> tuple[float | None, float | None]:
-    row = conn.execute("SELECT AVG(write_seconds) AS w, AVG(verify_seconds) AS v FROM checkpoints").fetchone()
-    return (row["w"], row["v"]) if row else (None, None)
-
-
-def _overhead(v, seconds: float, write_s: float | None, verify_s: float | None) -> float:
-    """Checkpoint stalls over `seconds` of work, plus verifying the final one."""
-    n = int(seconds // v.checkpoint_every_s) if v.checkpoint_every_s else 0
-    return n * (write_s or 0.0) + (write_s or 0.0) + (verify_s or 0.0)
-
-
-def _step_rates(conn: sqlite3.Connection) -> dict[str, tuple[float, int, float]]:
-    """run -> (steps per second, last step, seconds covered) from the metric stream's summary."""
-    out = {}
-    for r in conn.execute("SELECT * FROM run_progress"):
-        if None in (r["first_t"], r["last_t"], r["first_step"], r["last_step"]):
-            continue
-        span, steps = r["last_t"] - r["first_t"], r["last_step"] - r["first_step"]
-        if span > 0 and steps > 0:
-            out[r["run_id"]] = (steps / span, r["last_step"], span)
-    return out
-
-
-def _total_steps(conn: sqlite3.Connection) -> dict[str, int]:
-    marks = ",".join("?" * len(TOTAL_STEP_METRICS))
-    rows = conn.execute(f"SELECT run_id, value FROM metric_last WHERE name IN ({marks})", TOTAL_STEP_METRICS)
-    return {r["run_id"]: int(r["value"]) for r in rows if r["value"] is not None and r["value"] > 0}
-
-
-def attempt_started_at(conn: sqlite3.Connection, run: RunRecord) -> float | None:
-    """When the run's current attempt launched: the runner's column, else its last launch event."""
-    try:
-        row = conn.execute("SELECT attempt_started_at FROM runs WHERE id = ?", (run.id,)).fetchone()
-        if row is not None and row[0] is not None:
-            return float(row[0])
-    except sqlite3.OperationalError:  # a ledger from before the column was added
-        pass
-    row = conn.execute(
-        "SELECT MAX(t) AS t FROM events WHERE run_id = ? AND kind IN ('launched', 'resumed')", (run.id,)
-    ).fetchone()
-    return row["t"] if row and row["t"] is not None else run.launched_at
-
-
-def _elapsed(conn: sqlite3.Connection, run: RunRecord, now: float) -> float:
-    """Active seconds: the ended attempts plus the current one since it launched."""
-    since = attempt_started_at(conn, run)
-    return run.active_seconds + (max(now - since, 0.0) if since else 0.0)
-
-
-def _lay_out(campaign: Campaign, items: list[dict]) -> float:
-    """Hours from now until the remaining items end: running ones first, then the rest by category
-    and file order, each on the GPU slots that free up first (as the runner launches them)."""
-    slots = [0.0] * max(campaign.bundle.gpus, 1)
-    order = {c: i for i, c in enumerate(CATEGORIES)}
-    pending = [i for i in items if i["remaining_hours"] > 0]
-    pending.sort(key=lambda i: (i["state"] != "running", order.get(i["category"], 9)))
-    end = 0.0
-    for item in pending:
-        need = min(max(item["gpus"], 1), len(slots))
-        slots.sort()
-        start = slots[need - 1]
-        finish = start + item["remaining_hours"]
-        for k in range(need):
-            slots[k] = finish
-        end = max(end, finish)
-    return end
-
-
-def _tail_phase_hours(campaign: Campaign, plan: dict[str, Any]) -> float:
-    """Planned hours of the phases after the last phase that runs variants (analysis, packing)."""
-    last = max((i for i, p in enumerate(campaign.phases) if p.variants), default=None)
-    if last is None:
-        return 0.0
-    return sum(p.hours or 0.0 for p in campaign.phases[last + 1 :] if not p.before_window and p.with_ is None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,34 +231,12 @@ def _tail_phase_hours(campaign: Campaign, plan: dict[str, Any]) -> float:
 
 
 def list_decisions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    out = []
-    for r in conn.execute("SELECT * FROM decisions ORDER BY seq"):
-        out.append(
-            {
-                "seq": r["seq"],
-                "t": r["t"],
-                "who": r["who"],
-                "choice": r["choice"],
-                "variants": json.loads(r["variants"] or "[]"),
-                "note": r["note"],
-                "estimate": json.loads(r["estimate"]) if r["estimate"] else None,
-            }
-        )
-    return out
+    return [d.to_json() for d in rows.decisions(conn)]
 
 
-def _cut_variants(conn: sqlite3.Connection) -> set[str]:
-    """Variants dropped by the latest decision (a later `continue` keeps the earlier cut)."""
-    kept: set[str] | None = None
-    for d in list_decisions(conn):
-        if d["choice"] == "cut":
-            kept = set(d["variants"])
-    if kept is None:
-        return set()
-    names = {r["variant"] for r in conn.execute("SELECT DISTINCT variant FROM runs")}
-    plan = frozen_plan(conn) or {}
-    names |= {i.get("name") for i in plan.get("items", []) if i.get("kind") == "variant"}
-    return {n for n in names if n and n not in kept}
+def cut_variants(conn: sqlite3.Connection) -> set[str]:
+    """Every variant a cut took out of the queue."""
+    return {name for d in rows.decisions(conn) if d.choice == "cut" for name in d.dropped}
 
 
 def record_decision(
@@ -420,72 +247,61 @@ def record_decision(
     note: str | None,
     who: str,
     now: float | None = None,
+    how: DecidedHow | str = DecidedHow.CONSOLE,
 ) -> dict[str, Any]:
-    """Record the decision with the re-estimate it was taken on; mark queued runs it cuts.
+    """Record the decision with the re-estimate it was taken on; mark the queued runs it cuts.
 
-    `cut` keeps `variants` (declared names, at least one) and drops the rest; the runner removes
-    the dropped variants from its queue (`dropped` in the result). Bad input raises CampaignError."""
+    `cut` keeps `variants` (declared names, at least one) and drops only what has not run: the
+    variants the campaign would still launch, not kept (`dropped`); a variant not kept that has
+    already run is left as it is (`already_ran`). Bad input raises CampaignError."""
     now = time.time() if now is None else now
     choice = (choice or "").strip().lower()
     if choice not in CHOICES:
         raise CampaignError(f"choice must be one of {', '.join(CHOICES)}, got {choice!r}", field="choice")
     if not who or not str(who).strip():
         raise CampaignError("say who decides (user@host, or 'console')", field="who")
+    how = DecidedHow(how)
     declared = [v.name for v in campaign.variants]
     kept = list(dict.fromkeys(variants or []))
     if choice == "cut":
         unknown = [n for n in kept if n not in declared]
         if unknown:
             raise CampaignError(
-                f"not declared in the campaign file: {', '.join(unknown)}", file=campaign.path, field="variants"
+                f"not declared in the campaign file: {', '.join(unknown)} (declared: {', '.join(declared)})",
+                file=campaign.path,
+                field="variants",
             )
         if not kept:
             raise CampaignError("a cut keeps at least one variant: name the ones to keep", field="variants")
     else:
         kept = []
-    status = pilot_status(campaign, conn, now)
-    estimate = (
-        status["estimate"] if status else re_estimate(campaign, conn, ensure_frozen_plan(campaign, conn, now), now=now)
+    plan = ensure_frozen_plan(campaign, conn, now)
+    ran = rows.run_variants(conn)
+    would_run = [*plan_variants(campaign, plan), *(n for n in ran if n not in plan_variants(campaign, plan))]
+    dropped = [n for n in would_run if n not in kept and not ran.get(n)] if choice == "cut" else []
+    already_ran = [n for n in would_run if n not in kept and ran.get(n)] if choice == "cut" else []
+    estimate = re_estimate(campaign, conn, plan, now=now, cut=cut_variants(conn) | set(dropped))
+    seq, marked = rows.insert_decision(
+        conn,
+        t=now,
+        who=str(who),
+        how=how.value,
+        choice=choice,
+        kept=kept,
+        dropped=dropped,
+        note=note,
+        estimate=estimate,
     )
-    dropped = [n for n in declared if n not in kept] if choice == "cut" else []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        cur = conn.execute(
-            "INSERT INTO decisions(t, who, choice, variants, note, estimate) VALUES (?, ?, ?, ?, ?, ?)",
-            (now, str(who), choice, json.dumps(kept), note, json.dumps(estimate)),
-        )
-        seq = cur.lastrowid
-        marked: list[str] = []
-        if dropped:
-            marks = ",".join("?" * len(dropped))
-            marked = [
-                r["id"]
-                for r in conn.execute(f"SELECT id FROM runs WHERE state = 'queued' AND variant IN ({marks})", dropped)
-            ]
-            conn.execute(
-                f"UPDATE runs SET cut_by_decision = 1 WHERE state = 'queued' AND variant IN ({marks})", dropped
-            )
-        conn.execute(
-            "INSERT INTO events(t, run_id, kind, data) VALUES (?, NULL, 'decision', ?)",
-            (
-                now,
-                json.dumps(
-                    {"seq": seq, "who": who, "choice": choice, "variants": kept, "dropped": dropped, "note": note}
-                ),
-            ),
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return {
         "seq": seq,
         "t": now,
         "who": str(who),
+        "how": how.value,
         "choice": choice,
         "variants": kept,
         "note": note,
         "dropped": dropped,
+        "already_ran": already_ran,
         "cut_runs": marked,
         "estimate": estimate,
     }

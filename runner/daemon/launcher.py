@@ -29,6 +29,8 @@ from runner.campaign.durations import parse_duration
 from runner.campaign.host_view import not_placed_here
 from runner.campaign.model import Campaign
 from runner.campaign.placeholders import expand, expand_all, expand_opt
+from runner.closing import pilot
+from runner.closing.pilot import LaunchHold
 from runner.daemon.slots import SlotPlan, initial_queue, order_key
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
@@ -84,6 +86,7 @@ class RunManager:
         self.grace = grace_seconds
         self.active: dict[str, Active] = {}
         self.busy: dict[str, str] = {}  # slot key -> run id
+        self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
 
     # -- helpers -------------------------------------------------------------------------------
     def _variant_table(self, run: dict) -> dict:
@@ -195,13 +198,32 @@ class RunManager:
         return out
 
     # -- launching -----------------------------------------------------------------------------
+    def launch_hold(self) -> LaunchHold:
+        """What the pilot lets launch now; when the wait for a decision ran out, the runner
+        records "no decision within ...: continued" and launches again."""
+        hold = pilot.launch_hold(self.campaign, self.ledger.conn)
+        if hold.wait_ended:
+            out = pilot.continue_after_wait(self.campaign, self.ledger.conn)
+            self.ledger.announce(
+                {"t": out["t"], "run_id": None, "kind": "decision", "choice": "continue", "who": out["who"]}
+                | {"how": out["how"], "note": out["note"]}
+            )
+            hold = pilot.OPEN
+        self.hold = hold
+        return hold
+
     def schedule(self) -> bool:
-        """Launch queued runs into free slots, in order; refuse those that cannot finish in time."""
+        """Launch queued runs into free slots, in order; refuse those that cannot finish in time.
+        Runs the pilot holds (runner.closing.pilot.launch_hold) stay queued; a resume is not held."""
         changed = False
         queued = sorted((r for r in self.ledger.runs() if r["state"] == "queued"), key=order_key(self.campaign))
+        waiting = [r for r in queued if r["id"] not in self.active]
+        hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:
             if run["id"] in self.active:
                 continue  # resumed while its last attempt is still stopping
+            if hold.held and run["variant"] not in hold.allowed and not run.get("attempts"):
+                continue  # new work waits for the pilot decision; a resume asked for goes on
             vt = self._variant_table(run)
             need = max(1, int(vt.get("gpus", 1) or 1))
             remaining_h = max(0.0, float(run["planned_hours"]) - (run.get("active_seconds") or 0.0) / 3600.0)

@@ -28,6 +28,7 @@ from runner.campaign.errors import CampaignError
 from runner.campaign.host_view import load_as_host
 from runner.campaign.model import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
+from runner.closing import pilot
 from runner.daemon import protocol
 from runner.daemon.alerts import Alerts
 from runner.daemon.launcher import RequestError, RunManager
@@ -243,15 +244,9 @@ class Daemon:
 
     def _freeze_plan(self) -> None:
         try:
-            import runner.closing.pilot as pilot
-        except ImportError:
-            return
-        fn = getattr(pilot, "ensure_frozen_plan", None)
-        if fn is not None:
-            try:
-                fn(self.campaign, self.ledger.conn)
-            except Exception:
-                log("freezing the plan failed:\n" + traceback.format_exc())
+            pilot.ensure_frozen_plan(self.campaign, self.ledger.conn)
+        except Exception:
+            log("freezing the plan failed:\n" + traceback.format_exc())
 
     def request_stop(self, abort_runs: bool) -> None:
         self.abort_on_stop = self.abort_on_stop or abort_runs
@@ -340,10 +335,13 @@ class Daemon:
             out = m.enqueue(_text(args, "variant"), why="start")
             m.schedule()
             run = self.ledger.run(out["run"]) or {}
+            held = m.hold.held and run.get("state") == "queued" and run.get("variant") not in m.hold.allowed
+            held = held and not run.get("attempts")
             return {
                 **out,
                 "state": run.get("state", out["state"]),
                 **({"reason": run["stop_reason"]} if run.get("state") == "refused" else {}),
+                **({"note": m.hold.reason} if held else {}),
             }
         if op == "abort":
             return m.abort(_text(args, "run"), args.get("reason") or None, str(args.get("by") or "user"))
@@ -373,13 +371,13 @@ class Daemon:
         self.notifier.config = self.campaign.notify
 
     def _decide(self, args: dict) -> Any:
-        try:
-            import runner.closing.pilot as pilot
-        except ImportError:
-            raise RequestError("decisions are not available in this build (runner.closing.pilot is missing)") from None
+        """The pilot decision, from the console's dialog or `campaign decide` (`how` says which)."""
         variants = args.get("variants") or []
         if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
             raise RequestError("'variants' must be a list of variant names", code="bad_input")
+        how = str(args.get("how") or pilot.DecidedHow.CONSOLE)
+        if how not in (pilot.DecidedHow.CONSOLE, pilot.DecidedHow.SHELL):
+            raise RequestError("'how' must be console or shell", code="bad_input")
         self._reload_campaign()
         result = pilot.record_decision(
             self.ledger.conn,
@@ -388,10 +386,15 @@ class Daemon:
             variants,
             args.get("note"),
             str(args.get("who") or "console"),
+            how=pilot.DecidedHow(how),
         )
         self.manager.cut_queued(list(result.get("cut_runs") or []), "cut at the pilot decision")
         self.dirty = True
-        self._on_ledger_event({"t": time.time(), "run_id": None, "kind": "decision", "choice": result.get("choice")})
+        self.ledger.announce(
+            {"t": time.time(), "run_id": None, "kind": "decision", "choice": result.get("choice")}
+            | {"who": result.get("who"), "how": result.get("how"), "dropped": result.get("dropped")}
+        )
+        self.manager.schedule()
         return result
 
     def _retrieval_verified(self, args: dict) -> dict:

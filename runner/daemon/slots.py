@@ -4,15 +4,18 @@ One run per GPU slot. The slot count comes from NVML, checked against the bundle
 with more GPUs than were rented uses only the rented number; one with fewer uses what it has and
 says so). A host without a usable GPU gets one slot, with `CUDA_VISIBLE_DEVICES=""`. The
 `CAMPAIGN_SLOTS` environment variable overrides the count (tests, the demo on CPU) and is reported
-as such. The queue goes essential, useful, exploratory; the campaign file's order within each.
+as such. The queue goes in the plan's launch order (runner.campaign.schedule.variant_rank): phase
+by phase, essential, useful, exploratory within a phase, the phase's own order within a category.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from runner.campaign.model import CATEGORIES, Campaign
+from runner.campaign.model import Campaign
+from runner.campaign.schedule import launch_order, variant_rank
 
 SLOTS_ENV = "CAMPAIGN_SLOTS"
 
@@ -68,25 +71,17 @@ def plan_slots(
     return SlotPlan(tuple(str(i) for i in range(gpus)), tuple(str(i) for i in range(gpus)), note)
 
 
-def order_key(campaign: Campaign):
-    """Sort key for runs waiting to launch: category, then the variant's place in the file."""
-    position = {v.name: i for i, v in enumerate(campaign.variants)}
+def order_key(campaign: Campaign) -> Callable[[dict], tuple]:
+    """Sort key for runs waiting to launch: the plan's launch order, then when each was queued."""
+    rank = variant_rank(campaign)
 
     def key(run: dict) -> tuple:
-        cat = run.get("category")
-        rank = CATEGORIES.index(cat) if cat in CATEGORIES else len(CATEGORIES)
-        return (rank, position.get(run.get("variant"), len(position)), run.get("queued_at") or 0.0)
+        return (*rank(run.get("variant")), run.get("queued_at") or 0.0)
 
     return key
 
 
 def initial_queue(campaign: Campaign) -> list[str]:
     """The variants the runner queues by itself: those named in a phase, in launch order."""
-    in_phases: list[str] = []
-    for phase in campaign.phases:
-        for name in phase.variants:
-            if name not in in_phases:
-                in_phases.append(name)
-    key = order_key(campaign)
-    rows = [{"variant": n, "category": campaign.variant(n).category} for n in in_phases]
-    return [r["variant"] for r in sorted(rows, key=key)]
+    in_phases = {name: None for phase in campaign.phases for name in phase.variants}
+    return launch_order(campaign, in_phases)

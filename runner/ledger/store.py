@@ -103,11 +103,13 @@ CREATE TABLE IF NOT EXISTS run_progress (
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     t REAL NOT NULL,
-    who TEXT NOT NULL,                       -- user@host, or "console"
+    who TEXT NOT NULL,                       -- user@host (console|shell), or "runner"
     choice TEXT NOT NULL,                    -- continue | cut | revisit
     variants TEXT NOT NULL DEFAULT '[]',     -- JSON: the variants kept (cut)
     note TEXT,
-    estimate TEXT                            -- JSON: the re-estimate shown when deciding
+    estimate TEXT,                           -- JSON: the re-estimate shown when deciding
+    how TEXT,                                -- console | shell | wait_ended
+    dropped TEXT                             -- JSON: the variants a cut took out of the queue
 );
 """
 
@@ -142,6 +144,7 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 _ADDED_COLUMNS = {
     "runs": [("attempt_started_at", "REAL"), ("exit_attempt", "INTEGER")],
     "run_progress": [("restarts", "INTEGER NOT NULL DEFAULT 0"), ("step_rate", "REAL")],
+    "decisions": [("how", "TEXT"), ("dropped", "TEXT")],
 }
 
 RUN_COLUMNS = (
@@ -284,9 +287,13 @@ class Ledger:
                 (t, run_id, kind, json.dumps(data, default=str)),
             )
         ev = {"seq": cur.lastrowid, "t": t, "run_id": run_id, "kind": kind, **data}
+        self.announce(ev)
+        return ev
+
+    def announce(self, ev: dict) -> None:
+        """Tell the listeners (the console's log) of an event written by another module's SQL."""
         for fn in list(self.listeners):
             fn(ev)
-        return ev
 
     # -- runs ----------------------------------------------------------------------------------
     def insert_run(self, row: dict[str, Any]) -> None:
