@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from runner.campaign.clock import read_clock
-from runner.campaign.durations import format_span
+from runner.campaign.durations import duration_words, format_span
 from runner.campaign.model import Campaign
 from runner.daemon.notify import Event, Level, Message, Notifier
 from runner.ledger import store as L
@@ -128,10 +128,13 @@ class Alerts:
         if isinstance(status, dict) and status.get("state") == "awaiting_decision":
             self.pilot_sent = True
             self.ledger.event("pilot_waiting_notified")
+            wait = status.get("wait_seconds")
+            then = f"; after {duration_words(wait)} without one the runner continues by itself" if wait else ""
             self._post(
                 Event.PILOT_WAITING,
                 "pilot decision waiting",
-                "the pilot runs are done: decide continue / cut / revisit in the console (or campaign status)",
+                "the pilot runs are done and launches are held: decide with `campaign decide "
+                f"{self.campaign.root} continue | cut VARIANT... | revisit` or the console's D{then}",
                 Level.WARNING,
             )
 
