@@ -199,6 +199,8 @@ def describe_result(op: str, args: dict, result: Any) -> str:
     run = r.get("run") or args.get("run") or args.get("variant")
     if op == "checkpoint":
         return f"{run}: checkpoint requested"
+    if op == "wrap_up":
+        return "wrap-up cancelled" if r.get("phase") == "cancelled" else f"wrap-up at {r.get('at')}"
     if op == "decide":
         from console.pilot_view import decision_words
 

@@ -17,6 +17,7 @@ ACTIONS: tuple[tuple[str, str, str, str, str, bool], ...] = (
     ("plan", "p", "plan", "plan", "Open the plan: schedule against the window", True),
     ("retrieval", "f", "retrieval", "files", "Open the retrieval screen: what must leave the host", True),
     ("decide", "D", "decide", "pilot", "Pilot decision: continue, cut to chosen variants, or revisit", True),
+    ("wrap_up", "w", "wrap_up", "wrap-up", "Wrap-up before the deadline: move or cancel it", True),
     ("report", "R", "report", "report", "Open the closing report (budget, approved runs, conclusion)", False),
     ("plot_view", "v", "plot_view", "view", "Plot: selected vs control / all running", False),
     ("log_scale", "l", "log_scale", "log", "Plot: toggle log scale", False),

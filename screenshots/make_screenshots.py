@@ -44,6 +44,8 @@ SHOTS = {
     "retrieval": ("warning", ["f"]),
     "main-retrieved": ("retrieved", ["down"]),
     "retrieval-verified": ("retrieved", ["f"]),
+    "main-wrapup": ("wrapup", ["down"]),
+    "wrapup-dialog": ("wrapup", ["w"]),
     "report": ("closed", ["R"]),  # drawn on the closing scene
 }
 CLOSED_LEVELS = ("closed",)

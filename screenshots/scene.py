@@ -36,6 +36,30 @@ def moments(folder: Path) -> dict[str, float]:
         "expired": expires + 3 * 60 + 5,
         "closed": NOW + 15 * 60,
         "retrieved": retrieve_by - 4 * 60 - 40,  # after `campaign pull` verified everything on a laptop
+        "wrapup": retrieve_by - 7 * 60 - 15,  # the wrap-up started 45 s ago
+    }
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wrap_up_record(folder: Path, now: float) -> dict:
+    """The runner's `wrap_up` while it stops the scene's runs: one stopped, one still checkpointing."""
+    from runner.campaign.model import load_campaign
+
+    retrieve_by = load_campaign(folder / "campaign.toml").bundle.retrieve_by.timestamp()
+    return {
+        "phase": "running",
+        "at": iso(now - 45),
+        "seconds": -45.0,
+        "started_at": iso(now - 45),
+        "done_at": None,
+        "runs": {
+            "control-3f9a1c20": "checkpointing",
+            "lr-x3-8be01d47": "stopped at verified checkpoint step 1200",
+        },
+        "retrieve_by": iso(retrieve_by),
     }
 
 
@@ -221,6 +245,8 @@ def scene_app(folder: Path, level: str, nvml, **kwargs):
     snap = snapshot(folder, now)
     if level == "retrieved":
         snap["retrieval"] = retrieval_record(folder, now)
+    if level == "wrapup":
+        snap["runner"] = {**(snap.get("runner") or {}), "wrap_up": wrap_up_record(folder, now)}
     return make_app(
         SnapshotSource(snap),
         campaign=load_campaign(folder / "campaign.toml"),

@@ -80,3 +80,34 @@ async def test_failing_notifications_are_shown(tmp_path):
         await pilot.pause()
         assert app.main_screen.query_one(NotifyBanner).has_class("-failing")
         assert "notifications FAILING to ntfy://ntfy.sh: connection refused" in screen_text(app)
+
+
+async def test_wrap_up_countdown_and_the_key_that_moves_it(tmp_path):
+    from scene import iso
+
+    from console.widgets.header.status_banner import WrapUpBanner
+
+    folder = tmp_path / "demo"
+    write_scene(folder)
+    now = moments(folder)["warning"]
+    snap = snapshot(folder, now)
+    snap["runner"] = {
+        "pid": 1,
+        "wrap_up": {"phase": "scheduled", "at": iso(now + 125), "runs": {}, "retrieve_by": iso(now + 900)},
+    }
+    app = _app(folder, snap, now)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        assert app.main_screen.query_one(WrapUpBanner).has_class("-shown")
+        assert "WRAP-UP in 2m 05s" in screen_text(app) and "w wrap-up" in screen_text(app)
+        await pilot.press("w")
+        await pilot.pause()
+        await pilot.press(*"+10m", "enter")
+        await pilot.pause()
+        assert ("wrap_up", {"who": "console", "at": now + 600}) in app.actions
+        await pilot.press("w")
+        await pilot.pause()
+        await pilot.click("#cancel-wrap-up")
+        await pilot.pause()
+        assert ("wrap_up", {"who": "console", "cancel": True}) in app.actions

@@ -15,7 +15,13 @@ from console.screens.abort_dialog import AbortDialog
 from console.screens.start_dialog import StartDialog
 from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
-from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner, NotifyBanner, PilotBanner
+from console.widgets.header.status_banner import (
+    ConnectionBanner,
+    ExpiryBanner,
+    NotifyBanner,
+    PilotBanner,
+    WrapUpBanner,
+)
 from console.widgets.plots.loss_plot import LossPlot
 from console.widgets.runs.runs_table import RunsTable
 
@@ -29,6 +35,7 @@ class MainScreen(Screen):
         yield BundleHeader(id="header")
         yield ExpiryBanner(id="expiry-banner")
         yield PilotBanner(id="pilot-banner")
+        yield WrapUpBanner(id="wrap-up-banner")
         yield ConnectionBanner(id="connection-banner")
         yield NotifyBanner(id="notify-banner")
         yield GpuPanel(id="gpus")
@@ -39,6 +46,7 @@ class MainScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self._pilot_state: str | None = None
+        self._wrap_phase: str | None = None
 
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()
@@ -47,6 +55,8 @@ class MainScreen(Screen):
         """The pilot key is in the footer (and live) once a decision is awaited or taken."""
         if action == "decide":
             return self._pilot_state in ("awaiting_decision", "decided")
+        if action == "wrap_up":  # in the footer once the runner has a wrap-up to move or cancel
+            return self._wrap_phase in ("scheduled", "running", "cancelled")
         return True
 
     # -- data in ------------------------------------------------------------------------------
@@ -73,6 +83,11 @@ class MainScreen(Screen):
             self.refresh_bindings()
         self.query_one(ConnectionBanner).show(down, tries, last_seen, now)
         self.query_one(NotifyBanner).show((snapshot.get("runner") or {}).get("notify"))
+        self.query_one(WrapUpBanner).show(snapshot, now)
+        wrap_phase = ((snapshot.get("runner") or {}).get("wrap_up") or {}).get("phase")
+        if wrap_phase != self._wrap_phase:
+            self._wrap_phase = wrap_phase
+            self.refresh_bindings()
         self.query_one(GpuPanel).show(reading)
         table = self.query_one(RunsTable)
         runs = snapshot.get("runs") or []
@@ -181,6 +196,23 @@ class MainScreen(Screen):
                 self.app.snapshot or {}, self.app.output_dir, now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh
             )
         )
+
+    def action_wrap_up(self) -> None:
+        from console.screens.wrapup_dialog import WrapUpDialog
+        from console.wrapup_view import wrap_up_of
+
+        wrap = wrap_up_of(self.app.snapshot or {})
+        if wrap is None:
+            self.notify(
+                'no wrap-up set: add wrap_up = "45m" to [bundle] (or `campaign wrap-up --at`)', severity="warning"
+            )
+            return
+
+        async def chosen(answer: dict | None) -> None:
+            if answer:
+                await self.app.act("wrap_up", "wrap-up", who="console", **answer)
+
+        self.app.push_screen(WrapUpDialog(wrap, self.app.clock()), chosen)
 
     def action_decide(self) -> None:
         snap = self.app.snapshot or {}

@@ -73,3 +73,24 @@ def duration_words(seconds: float) -> str:
         if n:
             parts.append(f"{n} {unit}")
     return " ".join(parts)
+
+
+def parse_when(text: str, now: float) -> float:
+    """A moment as a person types it: "now", "+20m" (from now), or a date and time with a zone
+    (2026-11-29T08:30:00Z). Raises ValueError saying what is accepted."""
+    import datetime as dt
+
+    text = text.strip()
+    if text == "now":
+        return now
+    if text.startswith("+"):
+        return now + parse_duration(text[1:])
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r}: expected now, +DURATION (e.g. +20m) or a time with a zone (2026-11-29T08:30:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(f"{text!r}: give a time zone (e.g. a trailing Z for UTC)")
+    return when.timestamp()

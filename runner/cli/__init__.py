@@ -57,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "runner.cli.pull_cmds:cmd_pull",
         "on your own machine: copy the files off the host over ssh and verify them",
     ),
+    "wrap-up": (
+        "runner.cli.wrapup_cmd:cmd_wrap_up",
+        "see, move (--at) or cancel (--cancel) the wrap-up before the deadline",
+    ),
     "notify-test": ("runner.cli.notify_cmd:cmd_notify_test", "send one test message to every [notify] URL"),
     "retrieval": ("runner.cli.pull_cmds:cmd_retrieval", "what must leave the host, with sha256s (what pull reads)"),
 }
@@ -75,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p["demo"].add_argument("--no-console", action="store_true", help="write and start, but do not open the console")
     p["init"].add_argument("dir", nargs="?", default=".", metavar="DIR")
     p["init"].add_argument("--force", action="store_true", help="overwrite an existing campaign.toml")
-    for name in ("check", "plan", "up", "down", "console", "status", "verify", "report", "notify-test"):
+    for name in ("check", "plan", "up", "down", "console", "status", "verify", "report", "notify-test", "wrap-up"):
         p[name].add_argument("file", nargs="?", metavar="FILE")
     for name in ("plan", "status", "verify", "report"):
         p[name].add_argument("--json", action="store_true", help="machine-readable output (keys in the README)")
@@ -93,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     p["decide"].add_argument("--note", default=None, help="why (kept with the decision)")
     p["checkpoint"].add_argument("path", metavar="PATH")
     p["checkpoint"].add_argument("--json", action="store_true")
+    p["wrap-up"].add_argument("--cancel", action="store_true", help="cancel it (runs go on)")
+    p["wrap-up"].add_argument("--at", metavar="TIME", help="move it: now, +20m, or 2026-11-29T08:30:00Z")
+    p["wrap-up"].add_argument("--json", action="store_true")
     from runner.cli.pull_cmds import add_arguments as add_pull_arguments
 
     add_pull_arguments(p)

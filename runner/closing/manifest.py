@@ -70,7 +70,7 @@ def write_output(
     out.mkdir(parents=True, exist_ok=True)
     runs = []
     for check in verification.checks:
-        runs.append(_deliver_run(campaign, check, out))
+        runs.append(_deliver_run(campaign, check, out, _resume_point(conn, check)))
     plan = frozen_plan(conn) if conn is not None else None
     decisions = list_decisions(conn) if conn is not None else []
     manifest = build_manifest(campaign, verification, runs, plan, decisions, now)
@@ -79,7 +79,18 @@ def write_output(
     return out / "manifest.toml"
 
 
-def _deliver_run(campaign: Campaign, check: RunCheck, out: Path) -> dict[str, Any]:
+def _resume_point(conn: sqlite3.Connection | None, check: RunCheck) -> Path | None:
+    """The latest verified checkpoint of a run the wrap-up stopped: it travels, to resume elsewhere."""
+    if conn is None or check.approved or not (check.run.stop_reason or "").startswith("wrap-up"):
+        return None
+    row = conn.execute(
+        "SELECT path FROM checkpoints WHERE run_id=? AND verified=1 ORDER BY step DESC, t DESC LIMIT 1",
+        (check.run.id,),
+    ).fetchone()
+    return Path(row["path"]) if row is not None and Path(row["path"]).is_file() else None
+
+
+def _deliver_run(campaign: Campaign, check: RunCheck, out: Path, resume_point: Path | None = None) -> dict[str, Any]:
     """Copy one run's files under `out/runs/<id>/`; return its manifest entry's file list."""
     run = check.run
     dest_dir = out / "runs" / run.id
@@ -89,6 +100,11 @@ def _deliver_run(campaign: Campaign, check: RunCheck, out: Path) -> dict[str, An
         src = run.run_dir / name
         if src.is_file():
             sources.append((name, src, _kind(name)))
+    if resume_point is not None:
+        rel = _relative_to_run(resume_point, run.run_dir)
+        sources.append((rel, resume_point, "resume checkpoint"))
+        if resume_point.with_suffix(".json").is_file():
+            sources.append((str(Path(rel).with_suffix(".json")), resume_point.with_suffix(".json"), "resume sidecar"))
     if check.approved:
         for shown, path in check.files:
             if shown not in {s[0] for s in sources}:
@@ -272,6 +288,9 @@ def build_manifest(
         if adapter:
             item["adapter"] = True
             item["base_revision"] = check.base_revision or "MISSING"
+        resume = next((f["path"] for f in entry["files"] if f.get("kind") == "resume checkpoint"), None)
+        if resume is not None:  # stopped by the wrap-up: where `campaign resume` elsewhere starts from
+            item["resume_checkpoint"] = resume
         if check.artifact is not None and check.approved:
             item["artifact"] = next((f["path"] for f in entry["files"] if f.get("kind") == "artifact"), None)
             item["artifact_grade"] = (check.artifact_check or {}).get("grade")

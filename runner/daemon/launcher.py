@@ -85,6 +85,7 @@ class RunManager:
                 grace_seconds = DEFAULT_GRACE_SECONDS
         self.grace = grace_seconds
         self.active: dict[str, Active] = {}
+        self.hold = False  # True from the wrap-up's start on: nothing new launches
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
 
@@ -216,6 +217,8 @@ class RunManager:
         """Launch queued runs into free slots, in order; refuse those that cannot finish in time.
         Runs the pilot holds (runner.closing.pilot.launch_hold) stay queued; a resume is not held."""
         changed = False
+        if self.hold:
+            return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
         queued = sorted((r for r in self.ledger.runs() if r["state"] == "queued"), key=order_key(self.campaign))
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN

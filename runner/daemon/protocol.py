@@ -28,6 +28,7 @@ OPS: dict[str, tuple[str, ...]] = {
     "down": (),
     "ping": (),
     "retrieval_verified": ("files", "bytes", "to"),
+    "wrap_up": (),
 }
 
 

@@ -36,6 +36,7 @@ from runner.daemon.notify import Notifier
 from runner.daemon.nvml import Nvml
 from runner.daemon.slots import plan_slots
 from runner.daemon.status import build_snapshot, frozen_config
+from runner.daemon.wrapup import WrapUp
 from runner.ledger import store as L
 
 TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
@@ -98,6 +99,8 @@ class Daemon:
         self.notifier = Notifier(campaign.notify)
         self.alerts = Alerts(campaign, self.ledger, self.notifier)
         self.ledger.listeners.append(self.alerts.on_event)
+        self.wrapup = WrapUp(campaign, self.ledger)
+        self.wrapup_task: asyncio.Task | None = None
 
     # -- snapshot and events -------------------------------------------------------------------
     def runner_info(self) -> dict:
@@ -107,6 +110,7 @@ class Daemon:
             "version": __version__,
             "slots_note": self.slots.note,
             "notify": self.notifier.state(),
+            "wrap_up": self.wrapup.to_json(),
         }
 
     def snapshot(self) -> dict:
@@ -151,6 +155,12 @@ class Daemon:
         assert self.stop_event is not None
         while not self.stop_event.is_set():
             try:
+                if self.wrapup.tick(self.manager):
+                    self._write_wrapup_output()
+                self.manager.hold = self.wrapup.holding
+            except Exception:
+                log("wrap-up failed:\n" + traceback.format_exc())
+            try:
                 if self.manager.tick():
                     self.dirty = True
             except Exception:
@@ -190,6 +200,23 @@ class Daemon:
                 log("output folder refresh failed:\n" + traceback.format_exc())
 
         self.output_task = asyncio.get_running_loop().create_task(refresh())
+
+    def _write_wrapup_output(self) -> None:
+        """Every run of the wrap-up stopped: verify, write the manifest and RELOAD.md, then say so."""
+        if self.wrapup_task is not None and not self.wrapup_task.done():
+            return
+        from runner.closing.manifest import refresh_output
+
+        async def write() -> None:
+            try:
+                verification = await asyncio.to_thread(refresh_output, self.campaign)
+                self.wrapup.finished(verification.ok, str(self.campaign.output_path / "manifest.toml"))
+            except Exception as exc:
+                log("wrap-up output failed:\n" + traceback.format_exc())
+                self.wrapup.finished(False, None, f"writing the output failed: {exc}")
+            self.dirty = True
+
+        self.wrapup_task = asyncio.get_running_loop().create_task(write())
 
     async def run(self) -> int:
         self.stop_event = asyncio.Event()
@@ -358,6 +385,8 @@ class Daemon:
             return self._run_detail(_text(args, "run"))
         if op == "retrieval_verified":
             return self._retrieval_verified(args)
+        if op == "wrap_up":
+            return self._wrap_up(args)
         if op == "down":
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
             return {"stopping": True, "active_runs": sorted(self.manager.active)}
@@ -368,6 +397,9 @@ class Daemon:
         self.campaign = load_as_host(self.campaign.path)
         self.manager.campaign = self.campaign
         self.alerts.campaign = self.campaign
+        self.wrapup.campaign = self.campaign
+        if not self.wrapup.holding:
+            self.wrapup.reload()  # a wrap_up changed in the file counts from now on
         self.notifier.config = self.campaign.notify
 
     def _decide(self, args: dict) -> Any:
@@ -396,6 +428,25 @@ class Daemon:
         )
         self.manager.schedule()
         return result
+
+    def _wrap_up(self, args: dict) -> dict:
+        """Show, move (`at`: epoch seconds) or cancel (`cancel`: true) the wrap-up."""
+        who = str(args.get("who") or "user")
+        try:
+            if args.get("cancel"):
+                out = self.wrapup.cancel(who)
+            elif args.get("at") is not None:
+                at = args["at"]
+                if not isinstance(at, (int, float)) or isinstance(at, bool):
+                    raise ValueError("'at' must be epoch seconds")
+                out = self.wrapup.move(float(at), who)
+            else:
+                out = self.wrapup.to_json()
+        except ValueError as exc:
+            raise RequestError(str(exc), code="bad_input") from None
+        self.manager.hold = self.wrapup.holding
+        self.dirty = True
+        return out
 
     def _retrieval_verified(self, args: dict) -> dict:
         """`campaign pull` checked every file on the user's machine: kept in the ledger for good."""

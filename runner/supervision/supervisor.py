@@ -114,6 +114,18 @@ class LaunchSpec:
         return training_env(env, paths_for(self.root).dir)
 
 
+def catches_signal(pid: int, sig: int) -> bool | None:
+    """Whether process `pid` has a handler for `sig` (Linux /proc SigCgt); None when unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 class Supervisor:
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
@@ -129,6 +141,7 @@ class Supervisor:
         self.tree: dict[int, psutil.Process] = {}
         self.terms_received = 0
         self.usr1_pending = 0
+        self.usr1_waiting_logged = False
         self.sigchld = 0
         self.pipe_buf = b""
         self.stdout_fd: int | None = None
@@ -269,13 +282,18 @@ class Supervisor:
             self._reap_orphans()
 
     def _handle_signals(self) -> None:
-        if self.usr1_pending:
-            self.usr1_pending = 0
-            if self.child is not None and self.child.poll() is None:
+        if self.usr1_pending and self.child is not None and self.child.poll() is None:
+            # SIGUSR1's default action ends a process: a request that arrives while the training
+            # process is still importing (no handler yet) waits until it catches the signal
+            if catches_signal(self.child.pid, signal.SIGUSR1) is not False:
+                self.usr1_pending = 0
                 try:
                     os.kill(self.child.pid, signal.SIGUSR1)  # the training process only
                 except ProcessLookupError:
                     pass
+            elif not self.usr1_waiting_logged:
+                self.usr1_waiting_logged = True
+                self._log_line("--- checkpoint asked: waiting until the training process handles SIGUSR1")
         running = self.child is not None and self.child.poll() is None
         if self.terms_received and self.killed_by is None and running:
             by = "abort" if (self.run_dir / "abort.json").exists() else "down"

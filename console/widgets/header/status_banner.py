@@ -118,3 +118,23 @@ class NotifyBanner(Static):
                     overflow="ellipsis",
                 )
             )
+
+
+class WrapUpBanner(Static):
+    """The wrap-up's countdown, then its progress (console/wrapup_view.py)."""
+
+    DEFAULT_CSS = """
+    WrapUpBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
+    WrapUpBanner.-shown { display: block; background: $accent-darken-2; color: $text; }
+    WrapUpBanner.-active { display: block; background: $warning-darken-1; color: $text; text-style: bold; }
+    """
+
+    def show(self, snapshot: dict, now: float) -> None:
+        from console.wrapup_view import banner_text, wrap_up_of
+
+        wrap = wrap_up_of(snapshot)
+        text = banner_text(wrap, now, (snapshot.get("bundle") or {}).get("retrieve_by"))
+        self.set_class(text is not None and (wrap or {}).get("phase") == "scheduled", "-shown")
+        self.set_class(text is not None and (wrap or {}).get("phase") != "scheduled", "-active")
+        if text is not None:
+            self.update(Text(text, no_wrap=True, overflow="ellipsis"))

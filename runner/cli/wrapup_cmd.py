@@ -1,0 +1,60 @@
+"""`campaign wrap-up [FILE] [--cancel | --at TIME]`: see, move or cancel the wrap-up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from runner.campaign.errors import CampaignError
+
+
+def parse_when(text: str, now: float | None = None) -> float:
+    """`--at`: "now", "+20m" (from now), or a date and time with a zone."""
+    from runner.campaign.durations import parse_when as parse
+
+    try:
+        return parse(text, time.time() if now is None else now)
+    except ValueError as exc:
+        raise CampaignError(f"--at {exc}") from None
+
+
+def cmd_wrap_up(ns: argparse.Namespace) -> int:
+    from runner.campaign.model import load_campaign
+    from runner.cli import file_arg
+    from runner.daemon.client import request
+
+    campaign = load_campaign(file_arg(ns))
+    if ns.cancel and ns.at:
+        raise CampaignError("give --cancel or --at, not both")
+    args: dict = {"who": "cli"}
+    if ns.cancel:
+        args["cancel"] = True
+    elif ns.at:
+        args["at"] = parse_when(ns.at)
+    state = request(campaign, "wrap_up", **args)
+    if ns.json:
+        print(json.dumps(state, indent=2))
+        return 0
+    print(describe(state))
+    return 0
+
+
+def describe(state: dict) -> str:
+    phase = state.get("phase")
+    if phase == "none":
+        return 'no wrap-up set: add `wrap_up = "45m"` to [bundle], or `campaign wrap-up --at TIME`'
+    if phase == "cancelled":
+        return "wrap-up cancelled: runs go on until the retrieval deadline (set one again with --at)"
+    if phase == "scheduled":
+        secs = state.get("seconds") or 0.0
+        from runner.campaign.durations import format_span
+
+        return (
+            f"wrap-up at {state.get('at')} (in {format_span(max(secs, 0.0))}); retrieval deadline "
+            f"{state.get('retrieve_by')}"
+        )
+    runs = state.get("runs") or {}
+    lines = [f"wrap-up {phase} (started {state.get('started_at')})"]
+    lines += [f"  {rid}: {how}" for rid, how in runs.items()]
+    return "\n".join(lines)
