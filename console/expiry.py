@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from console.fmt import parse_iso
 
-LEVELS = ("ok", "warning", "critical", "expired")
+LEVELS = ("not_open", "ok", "warning", "critical", "expired")
 DEFAULT_WARN_HOURS = 12.0
 
 
@@ -25,8 +25,16 @@ def expiry_at(bundle: dict, now: float, warn_hours: float | None = None) -> Expi
     if expires is None:
         return Expiry(str(bundle.get("warning") or "ok"), None, None)
     warn = warn_hours if warn_hours is not None else float(bundle.get("warn_hours") or DEFAULT_WARN_HOURS)
+    opens = parse_iso(bundle.get("started_at"))
+    if opens is not None and now < opens.timestamp():  # the window's whole length, never more
+        now = opens.timestamp()
+        level_before = "not_open"
+    else:
+        level_before = None
     remaining = expires.timestamp() - now
     to_retrieve = (retrieve.timestamp() if retrieve else expires.timestamp()) - now
+    if level_before is not None:
+        return Expiry(level_before, remaining, to_retrieve)
     if remaining <= 0:
         level = "expired"
     elif to_retrieve <= 0:

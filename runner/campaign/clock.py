@@ -2,7 +2,8 @@
 
 Levels (CONTRACT.md): "ok"; "warning" once the retrieval deadline is within `warn_hours`;
 "critical" at or past the retrieval deadline (files must already be leaving the host);
-"expired" once the window has closed.
+"expired" once the window has closed; "not_open" before the window opens (`started_at` in the
+future): then the times left are the window's whole length, never more, and nothing launches.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from runner.campaign.model import Bundle
 
-LEVELS = ("ok", "warning", "critical", "expired")
+LEVELS = ("not_open", "ok", "warning", "critical", "expired")
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,22 @@ class ClockReading:
     to_retrieve_seconds: float  # until the retrieval deadline (negative once past)
     expires_at: dt.datetime
     retrieve_by: dt.datetime
+    opens_in_seconds: float = 0.0  # > 0 before the window opens
 
 
 def read_clock(bundle: Bundle, now: float | None = None) -> ClockReading:
     """Where the window stands at `now` (epoch seconds; default the current time)."""
     now = time.time() if now is None else now
+    opens = bundle.started_at.timestamp()
+    if now < opens:  # counted from the opening, never more than the window holds
+        return ClockReading(
+            "not_open",
+            bundle.expires_at.timestamp() - opens,
+            bundle.retrieve_by.timestamp() - opens,
+            bundle.expires_at,
+            bundle.retrieve_by,
+            opens - now,
+        )
     remaining = bundle.expires_at.timestamp() - now
     to_retrieve = bundle.retrieve_by.timestamp() - now
     if remaining <= 0:

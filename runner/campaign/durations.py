@@ -6,6 +6,7 @@ import re
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_SECONDS = 10 * 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -23,6 +24,8 @@ def parse_duration(text: str) -> float:
         raise ValueError(f'cannot read duration {text!r}: use a number and a unit, e.g. "90s", "30m", "2h"')
     if total <= 0:
         raise ValueError(f"duration {text!r} must be more than zero")
+    if not total <= MAX_SECONDS:  # also catches inf: a 400-digit number of hours
+        raise ValueError(f"duration {text[:40]!r} is longer than ten years: write it in a unit that fits")
     return total
 
 

@@ -8,6 +8,7 @@ resolving the bundle's price from the catalog: those are other modules' jobs.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ RULE_KEYS = {  # the fields each rule kind takes, besides `kind` and `variants`
 }
 PHASE_USES = ("gpu", "host", "human")
 VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
+MAX_VARIANT_NAME = 64  # a run's folder is `<name>-<8 hex>`: well inside any file system's limits
+MAX_HOURS = 24.0 * 366 * 10  # ten years: anything longer is a typo, and overflows date arithmetic
+MAX_USD = 1e9
+MAX_INT = 2**63 - 1  # what SQLite and TOML hold
+MAX_NESTING = 200  # deeper arrays or inline tables make tomllib itself recurse out of the stack
 CAMPAIGN_FILE = "campaign.toml"
 BUNDLE_EXTRA_KEYS = {"name", "ssh", "port", "dir", "campaign"}  # a [[host]] table's own keys
 
@@ -242,12 +248,66 @@ def load_campaign(file: str | Path | None = None) -> Campaign:
 
 
 def parse_campaign(text: str, path: Path) -> Campaign:
+    deep = _too_deep(text)
+    if deep is not None:
+        line, key = deep
+        raise CampaignError(
+            f"arrays or tables nested more than {MAX_NESTING} levels deep: no campaign value needs that",
+            file=path,
+            line=line,
+            field=key,
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise CampaignError(f"not valid TOML: {exc}", file=path, line=int(m.group(1)) if m else None) from None
+    except RecursionError:
+        raise CampaignError("not valid TOML: nested too deeply to read", file=path) from None
     return _Reader(data, path, KeyLines(text)).campaign()
+
+
+def _too_deep(text: str) -> tuple[int, str | None] | None:
+    """(line, key) where `[`/`{` nesting first passes MAX_NESTING outside strings; None if never.
+
+    A cheap scan before tomllib, whose recursive parser raises RecursionError on 5,000 `[`."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return None
+    depth, quote, line, key_line = 0, "", 1, ""
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+            if depth == 0:
+                key_line = ""
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif ch in "[{":
+            # a table header `[x]` / `[[x]]` at the start of a line is not nesting
+            if depth == 0 and text[text.rfind("\n", 0, i) + 1 : i].strip() == "":
+                depth = 0
+            else:
+                depth += 1
+                if depth > MAX_NESTING:
+                    m = re.match(r"\s*([A-Za-z0-9_.\"'-]+)\s*=", key_line)
+                    return line, (m.group(1).strip("\"'") if m else None)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        if depth == 0 and ch != "\n":
+            key_line += ch
+        i += 1
+    return None
 
 
 class _Reader:
@@ -292,7 +352,20 @@ class _Reader:
         ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
         if not ok:
             names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
-            raise self.fail(f"expected {names}, got {value!r}", table, index, key)
+            raise self.fail(f"expected {names}, got {_short(value)}", table, index, key)
+        if isinstance(value, str) and "\x00" in value:
+            raise self.fail(
+                "contains a NUL character (\\u0000), which no command, path or name may hold", table, index, key
+            )
+        if isinstance(value, list) and any(isinstance(x, str) and "\x00" in x for x in value):
+            raise self.fail(
+                "an item contains a NUL character (\\u0000), which no command or path may hold", table, index, key
+            )
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            if isinstance(value, int) and abs(value) > MAX_INT:
+                raise self.fail(f"{_short(value)} is too large (at most {MAX_INT})", table, index, key)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self.fail(f"must be a finite number, got {value!r}", table, index, key)
         return value
 
     def str_list(
@@ -335,12 +408,15 @@ class _Reader:
         required: bool = False,
         default: float | None = None,
         allow_zero: bool = False,
+        upto: float = MAX_HOURS,
     ) -> float | None:
         value = self.get(tbl, key, (int, float), table, index, required=required, default=default)
         if value is not None and (value < 0 or (value == 0 and not allow_zero)):
             raise self.fail(
                 f"must be {'zero or more' if allow_zero else 'more than zero'}, got {value!r}", table, index, key
             )
+        if value is not None and value > upto:
+            raise self.fail(f"{value!r} is more than anyone rents ({upto:g} at most)", table, index, key)
         return float(value) if value is not None else None
 
     # -- tables -------------------------------------------------------------------------------
@@ -484,6 +560,10 @@ class _Reader:
         if started.tzinfo is None:
             raise self.fail("needs a time zone, e.g. 2026-11-29T09:00:00Z", t, i, "started_at")
         started = started.astimezone(dt.UTC)
+        if not 2000 <= started.year <= 2200:
+            raise self.fail(f"{started:%Y-%m-%d}: expected a date between the years 2000 and 2200", t, i, "started_at")
+        if not 1 <= days <= 3660:
+            raise self.fail(f"must be between 1 and 3660, got {days}", t, i, "days")
         catalog_file = self.get(tbl, "catalog", str, t, i)
         catalog_path = (self.path.parent / catalog_file) if catalog_file else None
         if catalog_path is not None and not catalog_path.is_file():
@@ -504,7 +584,7 @@ class _Reader:
                 i,
                 "days",
             )
-        price = self.positive(tbl, "price_usd", t, i, allow_zero=False)
+        price = self.positive(tbl, "price_usd", t, i, allow_zero=False, upto=MAX_USD)
         from_catalog = price is None
         if price is None:
             price = offer.price(days)
@@ -519,6 +599,14 @@ class _Reader:
         gpus = self.get(tbl, "gpus", int, t, i, default=offer.gpus)
         if gpus < 1:
             raise self.fail("must be at least 1", t, i, "gpus")
+        retrieval = self.positive(tbl, "retrieval_hours", t, i, default=2.0, allow_zero=True)
+        if retrieval is not None and retrieval >= days * 24:
+            raise self.fail(
+                f"{retrieval:g} h leaves no time in a {days}-day window: it must be less than {days * 24} h",
+                t,
+                i,
+                "retrieval_hours",
+            )
         return Bundle(
             provider=offer.provider,
             gpu=offer.gpu,
@@ -527,7 +615,7 @@ class _Reader:
             price_usd=float(price),
             price_from_catalog=from_catalog,
             gpus=gpus,
-            retrieval_hours=self.positive(tbl, "retrieval_hours", t, i, default=2.0, allow_zero=True),
+            retrieval_hours=retrieval,
             warn_hours=self.positive(tbl, "warn_hours", t, i, default=12.0, allow_zero=True),
             order_ref=self.get(tbl, "order_ref", str, t, i),
             catalog=str(catalog_path) if catalog_path else None,
@@ -565,7 +653,11 @@ class _Reader:
             )
             name = self.get(tbl, "name", str, t, i, required=True)
             if not VARIANT_NAME.match(name):
-                raise self.fail(f"{name!r} may hold only a-z, 0-9, '_' and '-'", t, i, "name")
+                raise self.fail(f"{_short(name)} may hold only a-z, 0-9, '_' and '-'", t, i, "name")
+            if len(name) > MAX_VARIANT_NAME:
+                raise self.fail(
+                    f"{len(name)} characters: at most {MAX_VARIANT_NAME} (it names the run's folder)", t, i, "name"
+                )
             if name in seen:
                 raise self.fail(f"{name!r} is declared twice", t, i, "name")
             seen.add(name)
@@ -583,9 +675,19 @@ class _Reader:
             env = self.get(tbl, "env", dict, t, i, default={})
             if not all(isinstance(v, str) for v in env.values()):
                 raise self.fail("values must be strings", t, i, "env")
+            for k, v in env.items():
+                if not k or "=" in k or "\x00" in k:
+                    raise self.fail(
+                        f"{_short(k)} is not a variable name the OS accepts (empty, or holds '=' or NUL)",
+                        t,
+                        i,
+                        f"env[{_short(k)}]",
+                    )
+                if "\x00" in v:
+                    raise self.fail("the value contains a NUL character (\\u0000)", t, i, f"env[{_short(k)}]")
             gpus = self.get(tbl, "gpus", int, t, i, default=1)
-            if gpus < 0:
-                raise self.fail("must be 0 or more", t, i, "gpus")
+            if gpus < 1:
+                raise self.fail(f"must be at least 1 (a run takes one GPU slot or more), got {gpus}", t, i, "gpus")
             out.append(
                 Variant(
                     name=name,
@@ -709,7 +811,7 @@ class _Reader:
                     kind=kind,
                     variants=variants,
                     metric=self.get(tbl, "metric", str, t, i, required=True),
-                    threshold=float(self.get(tbl, "threshold", (int, float), t, i, required=True)),
+                    threshold=float(self.get(tbl, "threshold", (int, float), t, i, required=True)),  # finite: get()
                     after_step=after,
                 )
             elif kind == "truncated":
@@ -730,10 +832,16 @@ class _Reader:
             out.append(
                 Spend(
                     what=self.get(tbl, "what", str, t, i, required=True),
-                    usd=self.positive(tbl, "usd", t, i, required=True, allow_zero=True),
+                    usd=self.positive(tbl, "usd", t, i, required=True, allow_zero=True, upto=MAX_USD),
                 )
             )
         return tuple(out)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """A value in an error message, cut short: a 300-character name need not be printed whole."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _TYPE_NAMES = {

@@ -100,7 +100,7 @@ class PlanReport:
     @property
     def now_hours(self) -> float:
         """Hours since the window opened at the time of planning (negative before it opens)."""
-        return self.campaign.bundle.window_hours - self.clock.remaining_seconds / 3600
+        return self.campaign.bundle.window_hours - (self.clock.remaining_seconds + self.clock.opens_in_seconds) / 3600
 
 
 def plan_campaign(campaign: Campaign, now: float | None = None) -> PlanReport:

@@ -173,9 +173,13 @@ def cmd_resume(ns: argparse.Namespace) -> int:
         return fleet_cmds.cmd_run_op(several, ns, "resume")
     campaign = _campaign(ns)
     _ensure_for_run(campaign, ns.run)
-    out = _request(campaign, "resume", run=ns.run)
-    if out is None:
-        return 1
+    try:
+        out = client.request(campaign, "resume", run=ns.run)
+    except client.RequestFailed as exc:
+        raise CampaignError(str(exc), file=campaign.path) from None  # a refusal: exit 2, like bad input
+    if out.get("state") == "refused":
+        print(f"campaign: run {out['run']} refused: {out.get('reason')}", file=sys.stderr)
+        return 2
     note = f" ({out['note']})" if out.get("note") else ""
     print(f"{out['run']}: {out['state']}{note}")
     return 0
@@ -212,6 +216,8 @@ def render_status(snap: dict) -> str:
         f"(in {format_span(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
         f"(in {format_span(b['retrieve_seconds'])}) [{b['warning']}]"
     )
+    if b.get("warning") == "not_open":
+        lines.append(f"the rental window opens at {b['started_at']}: nothing launches before then")
     if snap.get("gpus"):
         for g in snap["gpus"]:
             mem = (
@@ -241,6 +247,11 @@ def render_status(snap: dict) -> str:
                 f"{run['id']:<24} {run['state']:<9} {_fmt_num(run.get('step')):>8} "
                 f"{_fmt_num(run.get('loss')):>9} {ck:>10} {nxt:>8}  {run.get('stop_reason') or ''}"
             )
+            if (run.get("verify_waiting") or 0) > 1:  # verification falling behind saving
+                lines.append(
+                    f"  {run['verify_waiting']} checkpoints wait for verification, the oldest for "
+                    f"{format_span(run.get('verify_lag_seconds'))}"
+                )
     else:
         lines.append("no runs yet")
     if snap.get("queue"):

@@ -204,7 +204,7 @@ def iter_jsonl(path: Path):
                     break
                 try:
                     obj = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # a 100,000-deep `[[[...` line is no record
                     continue
                 if isinstance(obj, dict):
                     yield obj
@@ -375,6 +375,9 @@ def parse_problem(path: Path) -> str | None:
     except ValueError as exc:  # JSONDecodeError, TOMLDecodeError and UnicodeDecodeError
         where = f"line {n}: " if suffix == ".jsonl" else ""
         return f"{where}{str(exc).splitlines()[0]}"
+    except RecursionError:
+        where = f"line {n}: " if suffix == ".jsonl" else ""
+        return f"{where}nested too deeply to read back"
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
@@ -548,7 +551,7 @@ def reload_artifacts(
                 try:
                     obj = json.loads(line)
                     answered[obj["path"]] = obj["result"]
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, RecursionError):
                     continue
             for i in todo:
                 res = answered.get(str(paths[i]))

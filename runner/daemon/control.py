@@ -15,6 +15,7 @@ process start time and command line), never to a process that merely reused the 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -25,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,6 +246,34 @@ def up(campaign: Any, *, wait_seconds: float = 30.0, facts: LogindFacts | None =
     pong = client.ping(paths)
     if pong:
         return UpResult(False, pong.get("pid"), f"the runner is already running (pid {pong.get('pid')})")
+    # concurrent `up`s take turns: the first starts the runner, the others then find it running
+    # (each said "the runner started" before)
+    with _up_turn(paths, wait_seconds):
+        pong = client.ping(paths)
+        if pong:
+            return UpResult(False, pong.get("pid"), f"the runner is already running (pid {pong.get('pid')})")
+        return _start(campaign, paths, wait_seconds, facts)
+
+
+@contextlib.contextmanager
+def _up_turn(paths: StatePaths, wait_seconds: float) -> Iterator[None]:
+    fd = os.open(paths.dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break  # the other `up` hangs: go on without the turn rather than hang too
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _start(campaign: Any, paths: StatePaths, wait_seconds: float, facts: LogindFacts | None) -> UpResult:
     warning, rc = None, None
     if not lock_is_held(paths):
         plan = decide_detach(facts or gather_logind_facts())

@@ -31,6 +31,7 @@ from runner.campaign.model import Campaign
 from runner.campaign.placeholders import expand, expand_all, expand_opt
 from runner.closing import pilot
 from runner.closing.pilot import LaunchHold
+from runner.daemon import containment
 from runner.daemon.slots import SlotPlan, initial_queue, order_key
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
@@ -61,6 +62,7 @@ class Active:
     popen: subprocess.Popen | None = None  # our child; None when re-adopted
     supervisor: Any = None  # psutil.Process, identity checked
     extra: dict = field(default_factory=dict)
+    unrecorded: tuple[dict, dict] | None = None  # launched, but the ledger could not be written yet
 
     def alive(self) -> bool:
         if self.popen is not None:
@@ -88,6 +90,7 @@ class RunManager:
         self.hold = False  # True from the wrap-up's start on: nothing new launches
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
+        self.faults = containment.Recorder(ledger.event)
 
     # -- helpers -------------------------------------------------------------------------------
     def _variant_table(self, run: dict) -> dict:
@@ -128,7 +131,7 @@ class RunManager:
         if existing is not None:
             state = existing["state"]
             if state in ("queued", "running"):
-                return {"run": rid, "state": state, "note": "already " + state}
+                return {"run": rid, "state": state, "note": "already " + state + self._window_note()}
             if state == "finished":
                 raise RequestError(
                     f"run {rid} of this exact configuration already finished: a re-run of the "
@@ -174,19 +177,28 @@ class RunManager:
             }
         )
         self.ledger.event("queued", rid, variant=variant.name, why=why, identity=runid.identity(self.campaign, variant))
-        return {"run": rid, "state": "queued"}
+        note = self._window_note()
+        return {"run": rid, "state": "queued", **({"note": note.lstrip("; ")} if note else {})}
+
+    def _window_note(self) -> str:
+        """Said when a run is queued before the rental window opens: it waits, it is not lost."""
+        opens = self.campaign.bundle.started_at
+        wait = opens.timestamp() - time.time()
+        if wait <= 0:
+            return ""
+        return f"; waiting: the rental window opens at {opens:%Y-%m-%d %H:%M} UTC, in {wait / 3600:.1f} h"
 
     def _requeue(self, run: dict, why: str) -> dict:
-        self.ledger.update_run(
+        self.ledger.change_run(
             run["id"],
-            state="queued",
-            queued_at=time.time(),
-            stop_reason=None,
-            stop_rule=None,
-            stop_value=None,
-            stop_step=None,
+            "queued",
+            dict(
+                state="queued", queued_at=time.time(), stop_reason=None, stop_rule=None, stop_value=None, stop_step=None
+            ),
+            durable=False,
+            variant=run["variant"],
+            why=why,
         )
-        self.ledger.event("queued", run["id"], variant=run["variant"], why=why)
         return {"run": run["id"], "state": "queued"}
 
     def queue_initial(self) -> list[str]:
@@ -219,6 +231,8 @@ class RunManager:
         changed = False
         if self.hold:
             return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
+        if time.time() < self.campaign.bundle.started_at.timestamp():
+            return False  # the window has not opened: runs wait queued (`start` says so)
         queued = sorted((r for r in self.ledger.runs() if r["state"] == "queued"), key=order_key(self.campaign))
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
@@ -249,19 +263,43 @@ class RunManager:
             free = self.free_slots()
             if len(free) < need:
                 break  # strict order: the head waits for its slots
-            self.launch(run, free[:need])
+            try:
+                self.launch(run, free[:need])
+            except Exception as exc:
+                if run["id"] in self.active or containment.is_host_failure(exc):
+                    # a full disk, a ledger that cannot be written: the host's trouble, not the
+                    # run's. It stays queued (or, launched, is recorded at the next tick).
+                    self.faults.contained(run["id"], "launching", exc)
+                    break
+                self._launch_failed(run, exc)
             changed = True
         return changed
 
+    def _launch_failed(self, run: dict, exc: BaseException) -> None:
+        """The run's own configuration could not be launched (an env key the OS refuses, a path
+        too long): that run fails, with the reason; the queue goes on."""
+        reason = f"could not launch: {containment.describe(exc)}"
+        containment.log(f"run {run['id']} {reason}")
+        self.ledger.change_run(
+            run["id"],
+            "failed",
+            dict(state="failed", stop_reason=reason, ended_at=time.time()),
+            attempt=int(run.get("attempts") or 0) + 1,
+            reason=reason,
+        )
+
     def refuse(self, run: dict, reason: str) -> None:
-        self.ledger.update_run(run["id"], durable=True, state="refused", stop_reason=reason, ended_at=time.time())
-        self.ledger.event("refused", run["id"], durable=True, reason=reason)
+        self.ledger.change_run(
+            run["id"], "refused", dict(state="refused", stop_reason=reason, ended_at=time.time()), reason=reason
+        )
 
     def _latest_verified(self, run_id: str) -> str | None:
-        row = self.ledger.conn.execute(
-            "SELECT path FROM checkpoints WHERE run_id=? AND verified=1 ORDER BY step DESC, t DESC LIMIT 1", (run_id,)
-        ).fetchone()
-        return row["path"] if row else None
+        """The newest verified checkpoint whose file is still there (a resume point named in the
+        ledger but deleted since is skipped, never handed to the script as CAMPAIGN_RESUME_FROM)."""
+        rows = self.ledger.conn.execute(
+            "SELECT path FROM checkpoints WHERE run_id=? AND verified=1 ORDER BY step DESC, t DESC", (run_id,)
+        ).fetchall()
+        return next((r["path"] for r in rows if os.path.isfile(r["path"])), None)
 
     def _grade_unjudged(self, run: dict) -> None:
         """A checkpoint saved after the last attempt's supervisor stopped judging (a lost
@@ -329,6 +367,7 @@ class RunManager:
                 "CAMPAIGN_ATTEMPT": str(attempt),
                 "CUDA_VISIBLE_DEVICES": ",".join(x for x in labels if x),
                 "PYTHONUNBUFFERED": "1",
+                "CAMPAIGN_VERIFY": "supervisor",  # campaign_train keeps checkpoints awaiting grading
             }
         )
         every = vt.get("checkpoint_every")
@@ -346,6 +385,7 @@ class RunManager:
         proc_env = dict(os.environ)
         proc_env.update(env)
         proc_env = tool_env(proc_env)
+        watch = self._watch({**run, "attempts": attempt})
         now = time.time()
         with open(os.devnull, "rb") as devnull, open(run_dir / "supervisor.log", "ab") as log:
             popen = subprocess.Popen(
@@ -377,11 +417,8 @@ class RunManager:
         )
         if not run.get("launched_at"):
             cols["launched_at"] = now
-        self.ledger.update_run(run["id"], **cols)
-        run = {**run, **cols}
-        self.ledger.event(
-            "resumed" if resume else "launched",
-            run["id"],
+        event = dict(
+            kind="resumed" if resume else "launched",
             attempt=attempt,
             argv=argv,
             gpu_slot=",".join(keys),
@@ -389,27 +426,49 @@ class RunManager:
             resume_from=resume_from,
             supervisor_pid=popen.pid,
         )
+        # watched from the moment it exists: a ledger that cannot be written now (a full disk) must
+        # not make the next tick launch the run a second time
         act = Active(
             run["id"],
             attempt,
             keys,
-            self._watch(run),
+            watch,
             popen=popen,
             supervisor=proctree.process_of(popen.pid, ident.create_time if ident else None),
+            unrecorded=(cols, event),
         )
         self.active[run["id"]] = act
         for k in keys:
             self.busy[k] = run["id"]
+        self._record_launch(act)
+
+    def _record_launch(self, act: Active) -> None:
+        assert act.unrecorded is not None
+        cols, event = act.unrecorded
+        data = dict(event)
+        kind = data.pop("kind")
+        self.ledger.change_run(act.run_id, kind, cols, durable=False, **data)
+        act.unrecorded = None
 
     # -- watching ------------------------------------------------------------------------------
     def tick(self) -> bool:
+        """Bring each run's ledger rows up to date, end the runs whose supervisor is gone, launch
+        what fits. A failure concerning one run is confined to it (runner.daemon.containment)."""
         changed = False
         for act in list(self.active.values()):
-            changed |= act.watch.poll()
-            if not act.alive():
-                self._finish(act)
-                changed = True
-        changed |= self.schedule()
+            try:
+                if act.unrecorded is not None:
+                    self._record_launch(act)
+                changed |= act.watch.poll()
+                if not act.alive():
+                    self._finish(act)
+                    changed = True
+            except Exception as exc:
+                self.faults.contained(act.run_id, "watching", exc)
+        try:
+            changed |= self.schedule()
+        except Exception as exc:
+            self.faults.contained(None, "scheduling", exc)
         return changed
 
     def _stop_orphan(self, run_dir: Path, attempt: int) -> bool:
@@ -433,7 +492,6 @@ class RunManager:
 
     def _finish(self, act: Active) -> None:
         state, reason, exit_info = act.watch.finish()
-        act.watch.close()
         run = self.ledger.run(act.run_id) or {}
         now = time.time()
         ended = (exit_info or {}).get("ended_at") or now
@@ -465,17 +523,19 @@ class RunManager:
         if run.get("state") == "queued":
             # resumed while this attempt was still stopping: it ends, and the run waits for a slot
             cols["state"] = "queued"
-        self.ledger.update_run(act.run_id, durable=True, **cols)
-        self.ledger.event(
-            state,
+        # the end and its event in one durable transaction; the watch closes only once both are
+        # written (a full disk: the next tick tries again from the same place, nothing lost)
+        self.ledger.change_run(
             act.run_id,
-            durable=True,
+            state,
+            cols,
             attempt=act.attempt,
             reason=reason,
             returncode=cols["returncode"],
             signal=(exit_info or {}).get("signal"),
             killed_by=(exit_info or {}).get("killed_by"),
         )
+        act.watch.close()
         self.active.pop(act.run_id, None)
         for k in act.slot_keys:
             if self.busy.get(k) == act.run_id:
@@ -485,6 +545,7 @@ class RunManager:
     def rebuild(self) -> dict[str, list[str]]:
         """Take back live supervisors (pid and start time checked); close the runs that ended meanwhile."""
         adopted, ended = [], []
+        self.repair_missing_ends()
         for run in self.ledger.runs():
             if run["state"] == "queued":
                 run = self._maybe_launched_unrecorded(run)
@@ -513,6 +574,34 @@ class RunManager:
                 self.ledger.event("lost" if state == "failed" else "ended_while_down", run["id"], state=state)
                 ended.append(run["id"])
         return {"adopted": adopted, "ended": ended}
+
+    def repair_missing_ends(self) -> list[str]:
+        """A run whose row says it ended but whose history stops at its launch (a ledger written
+        before the end and its event were one transaction, killed between the two) gets its end
+        event back, marked `repaired`."""
+        repaired = []
+        kinds = ("launched", "resumed", "queued", *ENDED)
+        marks = ",".join("?" * len(kinds))
+        for run in self.ledger.runs():
+            if run["state"] not in ENDED:
+                continue
+            last = self.ledger.conn.execute(
+                f"SELECT kind FROM events WHERE run_id=? AND kind IN ({marks}) ORDER BY seq DESC LIMIT 1",
+                (run["id"], *kinds),
+            ).fetchone()
+            if last is None or last["kind"] not in ("launched", "resumed"):
+                continue
+            self.ledger.event(
+                run["state"],
+                run["id"],
+                durable=True,
+                attempt=run.get("exit_attempt") or run.get("attempts"),
+                reason=run.get("stop_reason"),
+                returncode=run.get("returncode"),
+                repaired=True,
+            )
+            repaired.append(run["id"])
+        return repaired
 
     def _maybe_launched_unrecorded(self, run: dict) -> dict:
         """A runner killed between starting a supervisor and recording it: its supervisor.json says so."""
@@ -546,16 +635,23 @@ class RunManager:
         run = self._known(run_id)
         reason = reason or f"aborted by {by}"
         if run["state"] == "queued":
-            self.ledger.update_run(run_id, durable=True, state="aborted", stop_reason=reason, ended_at=time.time())
-            self.ledger.event("aborted", run_id, durable=True, reason=reason, by=by, was="queued")
+            self.ledger.change_run(
+                run_id,
+                "aborted",
+                dict(state="aborted", stop_reason=reason, ended_at=time.time()),
+                reason=reason,
+                by=by,
+                was="queued",
+            )
             return {"run": run_id, "state": "aborted"}
         if run["state"] != "running":
             raise RequestError(
                 f"run {run_id} is {run['state']}, not running or queued: nothing to abort", code="bad_input"
             )
         write_json_atomic(Path(run["run_dir"]) / "abort.json", {"reason": reason, "at": time.time(), "by": by})
-        self.ledger.update_run(run_id, durable=True, state="aborted", stop_reason=reason)
-        self.ledger.event("aborted", run_id, durable=True, reason=reason, by=by, was="running")
+        self.ledger.change_run(
+            run_id, "aborted", dict(state="aborted", stop_reason=reason), reason=reason, by=by, was="running"
+        )
         act = self.active.get(run_id)
         if act is not None and act.alive() and act.supervisor is not None:
             try:
@@ -576,7 +672,9 @@ class RunManager:
                 code="bad_input",
             )
         if not (Path(run["run_dir"]) / "run.toml").exists():
-            raise RequestError(f"run {run_id} has no run.toml in {run['run_dir']}: it cannot be resumed")
+            raise RequestError(
+                f"run {run_id} has no run.toml in {run['run_dir']}: it cannot be resumed", code="bad_input"
+            )
         self.ledger.event("resume_requested", run_id, was=state, reason=run.get("stop_reason"))
         return self._requeue(run, "resume")
 
@@ -593,10 +691,14 @@ class RunManager:
         for rid in run_ids:
             run = self.ledger.run(rid)
             if run and run["state"] == "queued":
-                self.ledger.update_run(
-                    rid, durable=True, state="aborted", cut_by_decision=1, stop_reason=note, ended_at=time.time()
+                self.ledger.change_run(
+                    rid,
+                    "aborted",
+                    dict(state="aborted", cut_by_decision=1, stop_reason=note, ended_at=time.time()),
+                    reason=note,
+                    by="decision",
+                    was="queued",
                 )
-                self.ledger.event("aborted", rid, durable=True, reason=note, by="decision", was="queued")
 
     def abort_all(self, reason: str, by: str) -> list[str]:
         out = []

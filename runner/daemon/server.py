@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from campaign_train.atomic import write_json_atomic
+from campaign_train.atomic import write_json_atomic, write_text_atomic
 from runner import __version__
 from runner.campaign.errors import CampaignError
 from runner.campaign.host_view import load_as_host
@@ -31,6 +31,7 @@ from runner.campaign.statedir import StatePaths, paths_for
 from runner.closing import pilot
 from runner.daemon import protocol
 from runner.daemon.alerts import Alerts
+from runner.daemon.containment import log
 from runner.daemon.launcher import RequestError, RunManager
 from runner.daemon.notify import Notifier
 from runner.daemon.nvml import Nvml
@@ -46,10 +47,6 @@ OUTPUT_EVENTS = frozenset(
     {"finished", "failed", "stopped", "aborted", "refused", "lost", "ended_while_down", "decision"}
 )
 MAX_CLIENT_BUFFER = 8 * 1024 * 1024
-
-
-def log(msg: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} runner[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +91,7 @@ class Daemon:
         self.output_task: asyncio.Task | None = None
         self.abort_on_stop = False
         self.dirty = True
+        self._bound: Path | None = None  # where the socket was bound
         self._last_push = 0.0
         self.ledger.listeners.append(self._on_ledger_event)
         self.notifier = Notifier(campaign.notify)
@@ -152,36 +150,44 @@ class Daemon:
 
     # -- the loop ------------------------------------------------------------------------------
     async def ticker(self) -> None:
+        """The work loop. Nothing raised inside one pass may end it (containment: a failure is the
+        run's, recorded on it by RunManager.tick; what escapes that is logged and retried)."""
         assert self.stop_event is not None
         while not self.stop_event.is_set():
-            try:
-                if self.wrapup.tick(self.manager):
-                    self._write_wrapup_output()
-                self.manager.hold = self.wrapup.holding
-            except Exception:
-                log("wrap-up failed:\n" + traceback.format_exc())
-            try:
-                if self.manager.tick():
-                    self.dirty = True
-            except Exception:
-                log("tick failed:\n" + traceback.format_exc())
-            if self.subscribers:
-                due = time.monotonic() - self._last_push >= STATUS_PUSH_SECONDS
-                if due and (self.dirty or self.manager.active):
-                    try:
-                        self._push_status()
-                    except Exception:
-                        log("status push failed:\n" + traceback.format_exc())
-            try:
-                self.alerts.tick()
-            except Exception:
-                log("notifications failed:\n" + traceback.format_exc())
-            self._maybe_refresh_output()
+            self._one_pass()
             interval = TICK_ACTIVE if self.manager.active else TICK_IDLE
             try:
                 await asyncio.wait_for(self.stop_event.wait(), interval)
             except TimeoutError:
                 pass
+
+    def _one_pass(self) -> None:
+        try:
+            if self.wrapup.tick(self.manager):
+                self._write_wrapup_output()
+            self.manager.hold = self.wrapup.holding
+        except Exception:
+            log("wrap-up failed:\n" + traceback.format_exc())
+        try:
+            if self.manager.tick():
+                self.dirty = True
+        except Exception:
+            log("tick failed:\n" + traceback.format_exc())
+        if self.subscribers:
+            due = time.monotonic() - self._last_push >= STATUS_PUSH_SECONDS
+            if due and (self.dirty or self.manager.active):
+                try:
+                    self._push_status()
+                except Exception:
+                    log("status push failed:\n" + traceback.format_exc())
+        try:
+            self.alerts.tick()
+        except Exception:
+            log("notifications failed:\n" + traceback.format_exc())
+        try:
+            self._maybe_refresh_output()
+        except Exception:
+            log("output folder refresh could not start:\n" + traceback.format_exc())
 
     def _maybe_refresh_output(self) -> None:
         """Keep the output folder current as runs end: one refresh at a time, off the loop.
@@ -234,18 +240,7 @@ class Daemon:
         queued = self.manager.queue_initial()
         if queued:
             log(f"queued from the plan: {queued}")
-        try:
-            os.unlink(self.paths.socket)  # we hold the lock: any socket file is stale
-        except FileNotFoundError:
-            pass
-        old = os.umask(0o177)
-        try:
-            server = await asyncio.start_unix_server(
-                self.handle_client, path=str(self.paths.socket), limit=protocol.MAX_LINE_BYTES
-            )
-        finally:
-            os.umask(old)
-        os.chmod(self.paths.socket, 0o600)
+        server = await self._listen()
         ticker = asyncio.create_task(self.ticker())
         await self.stop_event.wait()
         server.close()
@@ -261,13 +256,61 @@ class Daemon:
         self.notifier.stop()
         for w in list(self.subscribers):
             w.close()
-        try:
-            os.unlink(self.paths.socket)
-        except FileNotFoundError:
-            pass
+        self._unlink_socket()
         self.ledger.close()
         log("stopped" + (f"; runs going on: {sorted(self.manager.active)}" if self.manager.active else ""))
         return 0
+
+    async def _listen(self) -> asyncio.AbstractServer:
+        """The control socket, where a socket can live: `.campaign/runner.sock`, or a short path
+        elsewhere (runner.campaign.statedir.fallback_socket) when the folder's path is too long for
+        AF_UNIX or its file system refuses sockets (sshfs and other FUSE mounts answer ENOSYS or
+        EPERM); then `.campaign/runner.sock.where` names it for the clients."""
+        p = self.paths
+        self._unlink_socket()  # we hold the lock: any socket file is stale
+        first_error: OSError | None = None
+        if p.default_socket_fits():
+            try:
+                return await self._bind(p.default_socket)
+            except OSError as exc:
+                first_error = exc
+                log(f"cannot create the socket {p.default_socket} ({exc.strerror or exc}): placing it elsewhere")
+        where = p.fallback_socket()
+        server = await self._bind(where)
+        write_text_atomic(p.socket_pointer, str(where) + "\n", mode=0o600)
+        self._bound = where
+        log(
+            f"socket at {where} (named in {p.socket_pointer}): "
+            + (
+                f"{first_error.strerror or first_error} in the campaign folder"
+                if first_error
+                else "the folder's path is too long for a Unix socket"
+            )
+        )
+        return server
+
+    async def _bind(self, path: Path) -> asyncio.AbstractServer:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(self.handle_client, path=str(path), limit=protocol.MAX_LINE_BYTES)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        self._bound = path
+        return server
+
+    def _unlink_socket(self) -> None:
+        for path in (self._bound, self.paths.socket, self.paths.socket_pointer):
+            if path is None:
+                continue
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                pass
 
     def _freeze_plan(self) -> None:
         try:
@@ -376,7 +419,11 @@ class Daemon:
             out = m.resume(_text(args, "run"))
             m.schedule()
             run = self.ledger.run(out["run"]) or {}
-            return {**out, "state": run.get("state", out["state"])}
+            return {
+                **out,
+                "state": run.get("state", out["state"]),
+                **({"reason": run["stop_reason"]} if run.get("state") == "refused" else {}),
+            }
         if op == "checkpoint":
             return m.signal_checkpoint(_text(args, "run"))
         if op == "decide":

@@ -167,6 +167,7 @@ def run_row(
         "checkpoint_step": latest.get("step") if latest else None,
         "checkpoint_verified": (bool(latest["verified"]) if latest and latest.get("verified") is not None else None),
         "checkpoint_problem": problem,
+        **verify_lag(ckpts, now),
         "next_checkpoint_seconds": next_ckpt,
         "stop_reason": run.get("stop_reason"),
         "stop_rule": run.get("stop_rule"),
@@ -204,6 +205,16 @@ def bundle_info(campaign: Campaign, now: float) -> dict:
         "retrieve_seconds": clock.to_retrieve_seconds,
         "warning": clock.level,
     }
+
+
+def verify_lag(ckpts: list[dict], now: float) -> dict:
+    """Verification behind saving: checkpoints seen but not yet judged, newer than the newest
+    judged one, and how long the oldest of them has waited (0 and None when none waits)."""
+    judged = [c.get("step") or -1 for c in ckpts if c.get("verified") is not None]
+    newest = max(judged, default=None)
+    waiting = [c for c in ckpts if c.get("verified") is None and (newest is None or (c.get("step") or -1) > newest)]
+    oldest = min((c["t"] for c in waiting if isinstance(c.get("t"), (int, float))), default=None)
+    return {"verify_waiting": len(waiting), "verify_lag_seconds": None if oldest is None else max(0.0, now - oldest)}
 
 
 def gpu_info(nvml: Any | None) -> tuple[list[dict], str | None]:

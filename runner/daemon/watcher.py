@@ -9,6 +9,7 @@ into the run's final state exactly as docs/INTERNALS.md says.
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import time
 from pathlib import Path
@@ -92,17 +93,24 @@ class RunWatch:
         """One bounded read a tick (a long file is caught up over several ticks, so the socket
         stays responsive); `catch_up` reads to the end."""
         changed = False
+        mark = self.stream.mark()
         batches = self.stream.iter_batches() if catch_up else iter([self.stream.poll()])
         for batch in batches:
             if not batch:
+                mark = self.stream.mark()
                 continue
-            self.ledger.record_metrics(
-                self.run_id,
-                batch,
-                offset=self.stream.offset,
-                bad_lines=self.stream.garbage,
-                restarts=self.stream.restarts,
-            )
+            try:
+                self.ledger.record_metrics(
+                    self.run_id,
+                    batch,
+                    offset=self.stream.offset,
+                    bad_lines=self.stream.garbage,
+                    restarts=self.stream.restarts,
+                )
+            except Exception:
+                self.stream.rewind(mark)  # not stored (a full disk): read again at the next tick
+                raise
+            mark = self.stream.mark()
             for rec in [r for r in batch if "event" in r]:
                 if rec.get("event") == "checkpoint" and isinstance(rec.get("path"), str):
                     path = self._abs(rec["path"])
@@ -160,7 +168,6 @@ class RunWatch:
                 and not fnmatch.fnmatch(os.path.relpath(path, self.root), self.checkpoint_glob)
             ):
                 continue
-            self._verify_seen[str(vf)] = m
             try:
                 size = os.path.getsize(path)
             except OSError:
@@ -186,6 +193,7 @@ class RunWatch:
                 grade=info.get("grade"),
                 problems=info.get("problems") or [],
             )
+            self._verify_seen[str(vf)] = m  # only once stored: a failed write is tried again
             changed = True
         return changed
 
@@ -195,21 +203,18 @@ class RunWatch:
         v = read_json(self.run_dir / "verdict.json")
         if not isinstance(v, dict) or v.get("attempt", self.attempt) != self.attempt:
             return False
-        self._verdict_seen = True
         value = v.get("value")
-        self.ledger.update_run(
+        at = v.get("at")
+        self.ledger.change_run(
             self.run_id,
-            durable=True,
-            stop_rule=v.get("kind"),
-            stop_value=None if value is None else str(value),
-            stop_step=v.get("step"),
-            stop_reason=v.get("reason"),
-        )
-        self.ledger.event(
             "verdict",
-            self.run_id,
-            durable=True,
-            t=v.get("at") or time.time(),
+            dict(
+                stop_rule=v.get("kind"),
+                stop_value=None if value is None else str(value)[:200],
+                stop_step=v.get("step"),
+                stop_reason=v.get("reason"),
+            ),
+            t=at if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) else None,
             rule=v.get("kind"),
             metric=v.get("metric"),
             value=value,
@@ -217,6 +222,7 @@ class RunWatch:
             reason=v.get("reason"),
             attempt=self.attempt,
         )
+        self._verdict_seen = True
         return True
 
     def _supervisor(self) -> bool:
@@ -225,8 +231,8 @@ class RunWatch:
         info = read_json(self.run_dir / "supervisor.json")
         if not isinstance(info, dict) or info.get("attempt") != self.attempt:
             return False
-        self._supervisor_seen = True
         self.ledger.update_run(self.run_id, pid=info.get("child_pid"), pid_create_time=info.get("child_create_time"))
+        self._supervisor_seen = True
         return True
 
     # -- the end -------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runner.campaign.numbers import INT64_MAX, INT64_MIN, metric_number
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -177,10 +179,14 @@ RUN_COLUMNS = (
 
 
 def number_text(value: Any) -> tuple[float | None, str | None]:
-    """(REAL column, text column) for a metric value: non-finite floats keep their words."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """(REAL column, text column) for a metric value: non-finite floats keep their words; an
+    integer too large for a float is inf (never an OverflowError), a string such as "NaN" its
+    number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None, None if value is None else str(value)
-    v = float(value)
+    v = metric_number(value)
+    if v is None:
+        return None, str(value)[:200]
     if math.isfinite(v):
         return v, None
     return None, "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
@@ -196,11 +202,32 @@ def text_number(value: float | None, text: str | None) -> float | None:
 
 
 def _is_num(v: Any) -> bool:
-    return type(v) is float or type(v) is int
+    return type(v) is float or (type(v) is int and INT64_MIN <= v <= INT64_MAX)
 
 
 def _is_int(v: Any) -> bool:
-    return type(v) is int
+    """An integer SQLite can hold: a 400-digit step is no step (it would raise OverflowError)."""
+    return type(v) is int and INT64_MIN <= v <= INT64_MAX
+
+
+def _is_metric(v: Any) -> bool:
+    """What the loss column takes: numbers (huge integers as inf) and "NaN"/"inf" words."""
+    return (type(v) in (int, float)) or (type(v) is str and metric_number(v) is not None)
+
+
+def _safe(v: Any) -> Any:
+    """A value SQLite can bind, whatever a run's files said: integers beyond 64 bits become NULL
+    rather than raise OverflowError, lists and tables their JSON text."""
+    if v is None or type(v) in (float, str, bytes):
+        return v
+    if type(v) is bool:
+        return int(v)
+    if type(v) is int:
+        return v if INT64_MIN <= v <= INT64_MAX else None
+    try:
+        return json.dumps(v, default=str)[:2000]
+    except (ValueError, RecursionError):
+        return None
 
 
 _NOT_NONE = functools.partial(operator.is_not, None)
@@ -208,15 +235,18 @@ _NOT_NONE = functools.partial(operator.is_not, None)
 
 def _count_sum(rows: list[dict], name: str) -> int:
     """The sum of a count column (`truncated`, `samples`); lines without it, or with a value that
-    is not a finite number, add nothing."""
+    is not a finite number SQLite can hold, add nothing."""
     values = list(filter(_NOT_NONE, map(operator.methodcaller("get", name), rows)))
     try:
         total = sum(values)  # C speed; a string raises, a NaN or inf shows in the total
-        if _is_num(total) and math.isfinite(total):
+        if type(total) is int and INT64_MIN <= total <= INT64_MAX:
+            return total
+        if type(total) is float and math.isfinite(total) and abs(total) < INT64_MAX:
             return int(total)
     except TypeError:
         pass
-    return int(sum(v for v in values if _is_num(v) and math.isfinite(v)))
+    total = sum(int(v) for v in values if _is_num(v) and math.isfinite(v))
+    return max(INT64_MIN, min(INT64_MAX, total))
 
 
 def _fold_last(rows: list[dict]) -> dict[str, tuple[Any, int | None, float | None]]:
@@ -244,7 +274,26 @@ def _fold_last(rows: list[dict]) -> dict[str, tuple[Any, int | None, float | Non
         for name in missing & r.keys():
             out[name] = (r[name], r.get("step"), r.get("t"))
         missing -= r.keys()
-    return {k: (v, s if _is_int(s) else None, t if _is_num(t) else None) for k, (v, s, t) in out.items() if _is_num(v)}
+    return {
+        k: (v, s if _is_int(s) else None, t if _is_num(t) and math.isfinite(t) else None)
+        for k, (v, s, t) in out.items()
+        if _is_metric(v)
+    }
+
+
+def _check_columns(cols: dict[str, Any]) -> None:
+    bad = [k for k in cols if k not in RUN_COLUMNS or k == "id"]
+    if bad:
+        raise KeyError(f"not run columns: {bad}")
+
+
+def _insert_event(c: sqlite3.Connection, t: float, run_id: str | None, kind: str, data: dict[str, Any]) -> dict:
+    try:
+        text = json.dumps(data, default=str)
+    except (ValueError, RecursionError):
+        text = json.dumps({k: str(v)[:500] for k, v in data.items()})
+    cur = c.execute("INSERT INTO events(t, run_id, kind, data) VALUES (?, ?, ?, ?)", (t, run_id, kind, text))
+    return {"seq": cur.lastrowid, "t": t, "run_id": run_id, "kind": kind, **data}
 
 
 class Ledger:
@@ -282,11 +331,29 @@ class Ledger:
     ) -> dict:
         t = time.time() if t is None else t
         with self.transaction(durable=durable) as c:
-            cur = c.execute(
-                "INSERT INTO events(t, run_id, kind, data) VALUES (?, ?, ?, ?)",
-                (t, run_id, kind, json.dumps(data, default=str)),
-            )
-        ev = {"seq": cur.lastrowid, "t": t, "run_id": run_id, "kind": kind, **data}
+            ev = _insert_event(c, t, run_id, kind, data)
+        self.announce(ev)
+        return ev
+
+    def change_run(
+        self,
+        run_id: str,
+        kind: str,
+        cols: dict[str, Any],
+        *,
+        durable: bool = True,
+        t: float | None = None,
+        **data: Any,
+    ) -> dict:
+        """A run's state change (its end, a verdict, a refusal, an abort) and its event in ONE
+        transaction: a kill between the two left a finished run without its `finished` event."""
+        _check_columns(cols)
+        t = time.time() if t is None else t
+        with self.transaction(durable=durable) as c:
+            if cols:
+                sets = ", ".join(f"{k} = ?" for k in cols)
+                c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(_safe, cols.values()), run_id])
+            ev = _insert_event(c, t, run_id, kind, data)
         self.announce(ev)
         return ev
 
@@ -300,19 +367,18 @@ class Ledger:
         cols = [k for k in row if k in RUN_COLUMNS]
         with self.transaction() as c:
             c.execute(
-                f"INSERT INTO runs({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", [row[k] for k in cols]
+                f"INSERT INTO runs({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [_safe(row[k]) for k in cols],
             )
             c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (row["id"],))
 
     def update_run(self, run_id: str, *, durable: bool = False, **cols: Any) -> None:
-        bad = [k for k in cols if k not in RUN_COLUMNS or k == "id"]
-        if bad:
-            raise KeyError(f"not run columns: {bad}")
+        _check_columns(cols)
         if not cols:
             return
         sets = ", ".join(f"{k} = ?" for k in cols)
         with self.transaction(durable=durable) as c:
-            c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*cols.values(), run_id])
+            c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(_safe, cols.values()), run_id])
 
     def run(self, run_id: str) -> dict | None:
         return get_run(self.conn, run_id)
@@ -329,8 +395,8 @@ class Ledger:
         last = _fold_last(rows)
         truncated = _count_sum(rows, "truncated")
         samples = _count_sum(rows, "samples")
-        first_t = next((r["t"] for r in rows if _is_num(r.get("t"))), None)
-        last_t = next((r["t"] for r in reversed(rows) if _is_num(r.get("t"))), None)
+        first_t = next((float(r["t"]) for r in rows if _is_num(r.get("t")) and math.isfinite(r["t"])), None)
+        last_t = next((float(r["t"]) for r in reversed(rows) if _is_num(r.get("t")) and math.isfinite(r["t"])), None)
         steps = [r for r in (rows[0], rows[-1]) if _is_int(r.get("step"))] if rows else []
         first_step, last_step = (steps[0]["step"], steps[-1]["step"]) if steps else (None, None)
         with self.transaction() as c:
@@ -382,7 +448,7 @@ class Ledger:
         """Insert or update a checkpoint row; True when the row is new."""
         allowed = ("step", "t", "bytes", "verified", "grade", "holds", "problems", "write_seconds", "verify_seconds")
         vals = {
-            k: (json.dumps(v) if k in ("holds", "problems") and v is not None else v)
+            k: (json.dumps(v, default=str) if k in ("holds", "problems") and v is not None else _safe(v))
             for k, v in fields.items()
             if k in allowed
         }

@@ -27,6 +27,8 @@ from typing import Any
 
 import msgspec
 
+from runner.campaign.numbers import parse_number_text
+
 _DECODER = msgspec.json.Decoder(dict)  # typed: a line that is not an object fails the chunk
 _DECODE_ERRORS = (msgspec.DecodeError, ValueError, UnicodeDecodeError, RecursionError)
 DEFAULT_READ_BYTES = 8 * 1024 * 1024
@@ -180,6 +182,16 @@ class MetricStream:
         return (st.st_dev, st.st_ino) != self._ino
 
     # -- reading -------------------------------------------------------------------------------
+    def mark(self) -> tuple:
+        """Where the reader stands; `rewind(mark)` goes back there (the records read since were
+        not stored: a full disk must not lose them)."""
+        return (self.offset, self._pending, self.lines, self.garbage, self.restarts, self._ino, self._fd)
+
+    def rewind(self, mark: tuple) -> None:
+        if mark[5] != self._ino or mark[6] != self._fd:
+            return  # the file was replaced meanwhile: the new one is read from its start anyway
+        self.offset, self._pending, self.lines, self.garbage, self.restarts = mark[:5]
+
     def poll(self, max_bytes: int = DEFAULT_READ_BYTES) -> list[dict]:
         """New complete records (at most about `max_bytes` of file read per call)."""
         if self._fd is None and not self._open():
@@ -361,9 +373,5 @@ class RegexMetrics:
 
 
 def parse_number(text: str) -> float | None:
-    """`2.31`, `nan`, `-inf`, `Infinity`, `1e-3,` as floats; None when it is not a number."""
-    t = text.strip().rstrip(",;:)]}").lstrip("([{")
-    try:
-        return float(t)
-    except ValueError:
-        return None
+    """`2.31`, `nan`, `-inf`, `-nan(ind)`, `1.#INF`, `1e-3,` as floats; None when it is not a number."""
+    return parse_number_text(text)

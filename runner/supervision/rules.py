@@ -19,8 +19,7 @@ from typing import Any
 from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
 from runner.campaign.model import RULE_KEYS, RULE_KINDS, Rule
-
-_NONFINITE_WORDS = {"nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+from runner.campaign.numbers import metric_number
 
 
 @dataclass(frozen=True)
@@ -94,14 +93,8 @@ def rule_from_table(tbl: dict, *, source: str | Path = "run.toml", index: int = 
 
 
 def as_number(v: Any) -> float | None:
-    """A metric value as a float: numbers, and the strings 'nan'/'inf' some scripts write."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str) and v.strip().lower() in _NONFINITE_WORDS:
-        return float(v.strip().lower().replace("infinity", "inf"))
-    return None
+    """A metric value as a float (runner.campaign.numbers: never raises, a huge integer is inf)."""
+    return metric_number(v)
 
 
 def _fmt(v: float | None) -> str:

@@ -67,5 +67,5 @@ def read_json(path: str | Path, default: Any = None) -> Any:
     try:
         with open(path, "rb") as f:
             return json.loads(f.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a file of 100,000 `[`
         return default

@@ -39,6 +39,9 @@ FORMAT = "campaign-checkpoint/1"
 CHECKPOINT_DIR = "checkpoints"
 DEFAULT_EVERY_S = 1800.0
 FINAL_NAME = "final"
+# checkpoints kept while they wait for the supervisor's grading (verification lagging saving)
+MAX_PENDING_VERIFY = 16
+VERIFY_ENV = "CAMPAIGN_VERIFY"  # "supervisor": the runner's supervisor grades every checkpoint saved
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
@@ -539,16 +542,26 @@ class Checkpointer:
         return self.save(step, final=True, **kwargs)
 
     def prune(self) -> None:
-        """Keeps the newest `keep` checkpoints, and the newest verified one if none of those is."""
+        """Keeps the newest `keep` checkpoints and the newest verified one. Under a runner (whose
+        supervisor grades each checkpoint and writes `<name>.verify.json`), it also keeps every
+        checkpoint newer than the newest one judged so far, up to MAX_PENDING_VERIFY of them:
+        those wait for their grading. So the newest verified resume point is deleted only once a
+        newer checkpoint's verify record is on disk, and a checkpoint is never deleted under the
+        verifier that is reloading it (which graded it "gone")."""
         items = list_checkpoints(self.dir)
-        kept = items[-self.keep :]
-        older = items[: -self.keep]
-        if older and not any((read_verify_record(p) or {}).get("verified") for _, p in kept):
-            for i in range(len(older) - 1, -1, -1):
-                if (read_verify_record(older[i][1]) or {}).get("verified"):
-                    older.pop(i)
-                    break
-        for _step, p in older:
+        records = {step: read_verify_record(p) for step, p in items}
+        keep = {step for step, _ in items[-self.keep :]}
+        verified = [step for step, _ in items if (records[step] or {}).get("verified")]
+        if verified:
+            keep.add(verified[-1])
+        if os.environ.get(VERIFY_ENV) == "supervisor":
+            judged = [step for step, _ in items if records[step] is not None]
+            newest_judged = judged[-1] if judged else None
+            pending = [step for step, _ in items if newest_judged is None or step > newest_judged]
+            keep.update(pending[-MAX_PENDING_VERIFY:])
+        for step, p in items:
+            if step in keep:
+                continue
             for q in (p, sidecar_path(p), *verify_record_paths(p)):
                 q.unlink(missing_ok=True)
 
