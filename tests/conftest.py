@@ -34,3 +34,13 @@ def camp(tmp_path, monkeypatch):
     except Exception:
         pass
     kill_processes_under(tmp_path)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fault-injection suite's figures (README, "Reliability"), when it ran."""
+    from tests.helpers_faults import FIGURES, NOTES
+
+    if FIGURES["faults injected"] or FIGURES["runs checked"]:
+        terminalreporter.write_line("fault injection: " + ", ".join(f"{k}: {v}" for k, v in FIGURES.items()))
+        for note in NOTES:
+            terminalreporter.write_line(f"  {note}")

@@ -26,6 +26,7 @@ import tomli_w
 from campaign_train.atomic import read_json, write_json_atomic, write_text_atomic
 from runner.campaign import runid
 from runner.campaign.durations import parse_duration
+from runner.campaign.faultpoints import fault_point
 from runner.campaign.host_view import not_placed_here
 from runner.campaign.model import Campaign
 from runner.campaign.placeholders import expand, expand_all, expand_opt
@@ -91,6 +92,7 @@ class RunManager:
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
         self.faults = containment.Recorder(ledger.event)
+        self.draining: dict[str, tuple[RunWatch, threading.Thread]] = {}  # ended, an orphan being stopped
 
     # -- helpers -------------------------------------------------------------------------------
     def _variant_table(self, run: dict) -> dict:
@@ -237,7 +239,7 @@ class RunManager:
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:
-            if run["id"] in self.active:
+            if run["id"] in self.active or run["id"] in self.draining:
                 continue  # resumed while its last attempt is still stopping
             if hold.held and run["variant"] not in hold.allowed and not run.get("attempts"):
                 continue  # new work waits for the pilot decision; a resume asked for goes on
@@ -465,33 +467,51 @@ class RunManager:
                     changed = True
             except Exception as exc:
                 self.faults.contained(act.run_id, "watching", exc)
+        if self.draining:
+            self._drain()
         try:
             changed |= self.schedule()
         except Exception as exc:
             self.faults.contained(None, "scheduling", exc)
         return changed
 
-    def _stop_orphan(self, run_dir: Path, attempt: int) -> bool:
+    def _stop_orphan(self, run_dir: Path, attempt: int) -> threading.Thread | None:
         """A supervisor that died (SIGKILL, OOM) leaves its training process running with no rule
         judging it: stop that whole tree (identity checked by pid and start time) rather than let it
-        hold a GPU unwatched. True when something was stopped."""
+        hold a GPU unwatched. Returns the thread doing it (None when nothing was running)."""
         sup = read_json(run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
-            return False
+            return None
         child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
         if child is None or proctree.gone(child):
-            return False
+            return None
         # the grace period is for the script to save a checkpoint: wait it out off the event loop
-        threading.Thread(
+        thread = threading.Thread(
             target=proctree.stop_tree,
             args=(child.pid, sup.get("pgid") or child.pid, self.grace),
             name=f"stop-orphan-{child.pid}",
             daemon=True,
-        ).start()
-        return True
+        )
+        thread.start()
+        return thread
+
+    def _drain(self) -> None:
+        """Metric lines an orphan writes while it is being stopped still count: its watch stays
+        open until the tree is gone, then reads to the end once more."""
+        for run_id, (watch, thread) in list(self.draining.items()):
+            try:
+                if thread.is_alive():
+                    watch.poll()
+                    continue
+                watch.finish()
+                watch.close()
+                del self.draining[run_id]
+            except Exception as exc:
+                self.faults.contained(run_id, "draining", exc)
 
     def _finish(self, act: Active) -> None:
         state, reason, exit_info = act.watch.finish()
+        fault_point("runner:end_ingested")
         run = self.ledger.run(act.run_id) or {}
         now = time.time()
         ended = (exit_info or {}).get("ended_at") or now
@@ -503,8 +523,12 @@ class RunManager:
             tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
-            if self._stop_orphan(Path(run.get("run_dir", "")), act.attempt):
-                reason += "; its training process was still running unjudged and was stopped (resume it)"
+        orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt) if exit_info is None else None
+        if orphan is not None:
+            # the supervisor is gone without exit.json (lost, or killed after its verdict)
+            reason = (reason or "") + "; its training process was still running unjudged and was stopped"
+            if state == "failed":
+                reason += " (resume it)"
         started = run.get("attempt_started_at") or ended
         cols: dict[str, Any] = dict(
             state=state,
@@ -535,7 +559,11 @@ class RunManager:
             signal=(exit_info or {}).get("signal"),
             killed_by=(exit_info or {}).get("killed_by"),
         )
-        act.watch.close()
+        fault_point("runner:end_recorded")
+        if orphan is not None:
+            self.draining[act.run_id] = (act.watch, orphan)
+        else:
+            act.watch.close()
         self.active.pop(act.run_id, None)
         for k in act.slot_keys:
             if self.busy.get(k) == act.run_id:

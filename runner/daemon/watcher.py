@@ -31,9 +31,12 @@ def _mtime(path: Path) -> float | None:
 
 def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tuple[str, str | None]:
     """(state, reason) for an attempt whose supervisor is gone (INTERNALS.md)."""
+    judged = isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt
     if not isinstance(exit_info, dict) or exit_info.get("attempt", attempt) != attempt:
+        if judged:  # its rule had fired: the run is stopped by it, though the supervisor died after
+            return "stopped", str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
         return "failed", "supervisor lost: it ended without writing exit.json"
-    if isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt:
+    if judged:
         return "stopped", str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
     if exit_info.get("killed_by") == "abort":
         return "aborted", None

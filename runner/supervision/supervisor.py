@@ -28,6 +28,7 @@ import psutil
 from campaign_train.atomic import fsync_dir, read_json, write_json_atomic
 from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
+from runner.campaign.faultpoints import fault_point
 from runner.campaign.placeholders import expand_opt
 from runner.campaign.statedir import paths_for
 from runner.import_paths import training_env
@@ -362,6 +363,7 @@ class Supervisor:
         path = self.run_dir / "verdict.json"
         # visible at once to every reader; made durable just after the signal goes out
         write_json_atomic(path, v.to_json(self.spec.attempt), durable=False)
+        fault_point("supervisor:after_verdict_json")
         running = self.child is not None and self.child.poll() is None
         if running and self.killed_by is None:
             self._begin_stop("rule")
@@ -478,7 +480,9 @@ class Supervisor:
             + (f"signal {exit_info['signal_name']}" if sig else f"exit code {rc}")
             + (f", killed by {self.killed_by}" if self.killed_by else "")
         )
+        fault_point("supervisor:before_exit_json")
         write_json_atomic(self.run_dir / "exit.json", exit_info)
+        fault_point("supervisor:after_exit_json")
         return 0
 
     def _drain_stdout(self, seconds: float) -> None:
@@ -535,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         sup.start()
     except OSError as exc:  # command not found, not executable, bad cwd
         fail_before_start(run_dir, spec.attempt, f"{spec.argv[0]}: {exc.strerror or exc}", 127)
+        return 1
+    except ValueError as exc:  # a NUL in the command or the environment: the OS cannot take it
+        fail_before_start(run_dir, spec.attempt, f"the command cannot be started: {exc}", 127)
         return 1
     return sup.run()
 
