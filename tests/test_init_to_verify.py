@@ -76,3 +76,8 @@ def test_a_campaign_from_init_with_a_helper_script_is_approved(camp, capsys):
     verify = json.loads(capsys.readouterr().out)
     assert verify["ok"] is True
     assert [(r["approved"], r["problems"]) for r in verify["runs"]] == [(True, [])] * 2
+    # what the README says the helpers deliver, and what verify looked for without `expects`
+    for r in runs.values():
+        folder = camp / "runs" / r["id"]
+        for name in ("predictions.jsonl", "error_analysis.json", "checkpoints/final.pt"):
+            assert (folder / name).stat().st_size > 0, name
