@@ -41,7 +41,7 @@ def test_below_waits_for_after_step():
     assert j.feed({"step": 1000, "dev_acc": 0.1}) is None
     assert j.statuses()[0]["state"] == "waiting"
     assert j.feed({"step": 2000, "dev_acc": 0.6}) is None
-    assert j.statuses()[0] == {"kind": "below", "text": "dev_acc < 0.55 after step 2000", "state": "ok", "value": 0.6}
+    assert j.statuses()[0] == {"kind": "below", "text": "dev_acc < 0.55 from step 2000", "state": "ok", "value": 0.6}
     v = j.feed({"step": 2100, "dev_acc": 0.5})
     assert v.kind == "below" and v.value == 0.5 and v.step == 2100
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.campaign.catalog import load_catalog
-from runner.campaign.durations import parse_duration
+from runner.campaign.durations import duration_words, parse_duration
 from runner.campaign.errors import CampaignError
 from runner.campaign.hosts import Host, read_hosts
 from runner.campaign.toml_lines import KeyLines
@@ -157,14 +157,14 @@ class Rule:
         if self.kind == "nonfinite":
             return f"{self.metric} not finite"
         if self.kind == "below":
-            return f"{self.metric} < {self.threshold:g} after step {self.after_step}"
+            return f"{self.metric} < {self.threshold:g} from step {self.after_step}"
         if self.kind == "above":
-            return f"{self.metric} > {self.threshold:g} after step {self.after_step}"
+            return f"{self.metric} > {self.threshold:g} from step {self.after_step}"
         if self.kind == "truncated":
             return f"truncated fraction > {self.max_fraction:g}"
         if self.kind == "no_resume_point":
-            return f"no verified checkpoint within {self.within_s / 60:g} min"
-        return f"no new metric for {self.within_s / 60:g} min"
+            return f"no verified checkpoint within {duration_words(self.within_s or 0.0)} of the start"
+        return f"no new metric for {duration_words(self.within_s or 0.0)}"
 
 
 @dataclass(frozen=True)

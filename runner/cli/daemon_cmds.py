@@ -17,6 +17,7 @@ import sys
 from runner.campaign.durations import format_duration, format_span
 from runner.campaign.errors import CampaignError, RunnerUnavailable
 from runner.campaign.host_view import as_host, record_host
+from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import Campaign, load_campaign, resolve_campaign_path
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg, fleet_cmds
@@ -125,7 +126,7 @@ def cmd_status(ns: argparse.Namespace) -> int:
             raise  # the file is broken and the runner just went away
         snap = offline_snapshot(campaign, runner_error=str(exc))
     if getattr(ns, "json", False):
-        print(json.dumps(snap, indent=1))
+        print(json.dumps(json_ready(snap, texts=True), indent=1, allow_nan=False))
     else:
         print(render_status(snap))
     return 0

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from runner.campaign.errors import CampaignError
+from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
 from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
 
@@ -115,7 +116,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     campaign = load_campaign(ns.file)
     report = plan_campaign(campaign)
     if getattr(ns, "json", False):
-        json.dump(report.to_json(), sys.stdout, indent=2)
+        json.dump(json_ready(report.to_json()), sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
         return 0
     from rich.console import Console

@@ -12,6 +12,7 @@ import json
 import sys
 
 from campaign_train.atomic import write_text_atomic
+from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import load_campaign
 from runner.cli import file_arg
 from runner.closing.deliverables import open_ledger, verify_campaign
@@ -29,7 +30,7 @@ def cmd_verify(ns: argparse.Namespace) -> int:
         if conn is not None:
             conn.close()
     if ns.json:
-        print(json.dumps(verification.to_json(), indent=2))
+        print(json.dumps(json_ready(verification.to_json()), indent=2, allow_nan=False))
         return 0 if verification.ok else 1
     if not verification.checks:
         print("No runs recorded yet: nothing to verify.")
@@ -55,7 +56,7 @@ def cmd_report(ns: argparse.Namespace) -> int:
     markdown = report.to_markdown()
     write_text_atomic(campaign.output_path / "REPORT.md", markdown)
     if ns.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(json_ready(report.to_json()), indent=2, allow_nan=False))
     elif ns.markdown:
         print(markdown)
     else:

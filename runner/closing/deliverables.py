@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign, Variant
 from runner.campaign.placeholders import expand
 from runner.grading.interpreter import grader_python
@@ -444,15 +445,18 @@ def _final_artifact(conn: sqlite3.Connection | None, run: RunRecord, files: list
 
 
 def describe_end(run: RunRecord) -> str:
-    """How a run that is not a deliverable ended, in words (its rule and value when stopped)."""
+    """How a run that is not a deliverable ended, in words. A stopped run always shows the value
+    that broke its rule and the step, whatever the rule's own sentence says."""
     if run.state == "stopped":
         what = f"stopped by rule {run.stop_rule}" if run.stop_rule else "stopped by a rule"
         detail = run.stop_reason or ""
-        if run.stop_value is not None and run.stop_value not in detail:
-            detail = f"{detail} (value {run.stop_value}" + (
-                f" at step {run.stop_step})" if run.stop_step is not None else ")"
-            )
-        return f"{what}: {detail}".rstrip(": ") if detail else what
+        value = as_number(run.stop_value)
+        if value is not None:
+            shown = f"{value:.6g}" if math.isfinite(value) else str(value)
+            step = f"step {run.stop_step}" if run.stop_step is not None else None
+            if shown not in detail or (step is not None and step not in detail):
+                detail = f"{detail} (value {shown}" + (f" at {step})" if step else ")")
+        return f"{what}: {detail.strip()}" if detail else what
     if run.state in ("aborted", "refused", "failed"):
         return f"{run.state}" + (f": {run.stop_reason}" if run.stop_reason else "")
     return f"still {run.state}"

@@ -27,6 +27,7 @@ from typing import Any
 import tomli_w
 
 from campaign_train.atomic import fsync_dir, write_bytes_atomic, write_json_atomic, write_text_atomic
+from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end, open_ledger, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions
@@ -194,7 +195,7 @@ def _stop_record(check: RunCheck) -> dict[str, Any]:
         "reason": describe_end(run),
         "stop_reason": run.stop_reason,
         "rule": run.stop_rule,
-        "value": run.stop_value,
+        "value": as_number(run.stop_value),
         "step": run.stop_step,
         "ended_at": run.ended_at,
         "cut_by_decision": run.cut_by_decision,
@@ -274,7 +275,7 @@ def build_manifest(
             "ended_at": _iso(run.ended_at),
             "stop_reason": describe_end(run) if run.state != "finished" else None,
             "stop_rule": run.stop_rule,
-            "stop_value": run.stop_value,
+            "stop_value": as_number(run.stop_value),
             "stop_step": run.stop_step,
             "duplicate_of": check.duplicate_of,
             "files": entry["files"],

@@ -18,6 +18,7 @@ from typing import Any
 
 from runner.campaign.clock import read_clock
 from runner.campaign.durations import parse_duration
+from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign, Rule
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key
@@ -83,7 +84,7 @@ def rule_states(
     for r in rules:
         state, value = "waiting", None
         if run["state"] == "stopped" and run.get("stop_rule") == r.kind:
-            state, value = "fired", run.get("stop_value")
+            state, value = "fired", as_number(run.get("stop_value"))
         elif r.kind == "nonfinite":
             m = metrics.get(r.metric or "loss")
             if m is not None and m["value"] is not None:
@@ -153,7 +154,7 @@ def run_row(
     problem = None
     if latest and latest.get("problems"):
         problem = "; ".join(map(str, latest["problems"]))
-    stop_value = run.get("stop_value")
+    stop_value = as_number(run.get("stop_value"))
     return {
         "id": run["id"],
         "variant": run["variant"],

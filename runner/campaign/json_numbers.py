@@ -1,0 +1,55 @@
+"""Numbers in the JSON the `campaign` command prints for scripts: every number a JSON number.
+
+JSON has no NaN or infinity. A value that is not finite is written as `null`, with a sibling key
+`<key>_nonfinite` saying which it was ("nan", "inf" or "-inf"), so a script never meets a string
+where it expects a number and never loses the fact that a loss diverged. The runner's socket
+carries non-finite floats as the strings "nan", "inf", "-inf" (docs/INTERNALS.md); `json_ready`
+turns those into the same null-and-flag form.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+FLAG_SUFFIX = "_nonfinite"
+_WORDS = {"nan": "nan", "inf": "inf", "-inf": "-inf", "NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+
+
+def as_number(value: Any) -> float | int | None:
+    """A number recorded as text (the ledger's `stop_value`) as a number; None when it is none."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number.is_integer() and "." not in str(value) else number
+
+
+def _nonfinite_word(value: Any, texts: bool) -> str | None:
+    if type(value) is float and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if texts and isinstance(value, str):
+        return _WORDS.get(value)
+    return None
+
+
+def json_ready(obj: Any, *, texts: bool = False) -> Any:
+    """A copy of `obj` with every non-finite float as null plus its `<key>_nonfinite` flag.
+    `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            word = _nonfinite_word(value, texts)
+            if word is not None:
+                out[key] = None
+                out[f"{key}{FLAG_SUFFIX}"] = word
+            else:
+                out[key] = json_ready(value, texts=texts)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [None if _nonfinite_word(v, texts) is not None else json_ready(v, texts=texts) for v in obj]
+    return obj
