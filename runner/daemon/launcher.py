@@ -88,7 +88,7 @@ class RunManager:
                 grace_seconds = DEFAULT_GRACE_SECONDS
         self.grace = grace_seconds
         self.active: dict[str, Active] = {}
-        self.hold = False  # True from the wrap-up's start on: nothing new launches
+        self.wrapup_hold = False  # True from the wrap-up's start on: nothing new launches
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
         self.faults = containment.Recorder(ledger.event)
@@ -231,7 +231,7 @@ class RunManager:
         """Launch queued runs into free slots, in order; refuse those that cannot finish in time.
         Runs the pilot holds (runner.closing.pilot.launch_hold) stay queued; a resume is not held."""
         changed = False
-        if self.hold:
+        if self.wrapup_hold:
             return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
         if time.time() < self.campaign.bundle.started_at.timestamp():
             return False  # the window has not opened: runs wait queued (`start` says so)

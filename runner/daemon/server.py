@@ -165,7 +165,7 @@ class Daemon:
         try:
             if self.wrapup.tick(self.manager):
                 self._write_wrapup_output()
-            self.manager.hold = self.wrapup.holding
+            self.manager.wrapup_hold = self.wrapup.holding
         except Exception:
             log("wrap-up failed:\n" + traceback.format_exc())
         try:
@@ -491,7 +491,7 @@ class Daemon:
                 out = self.wrapup.to_json()
         except ValueError as exc:
             raise RequestError(str(exc), code="bad_input") from None
-        self.manager.hold = self.wrapup.holding
+        self.manager.wrapup_hold = self.wrapup.holding
         self.dirty = True
         return out
 
