@@ -16,10 +16,16 @@ import pytest
 from helpers_netns import NsHosts, why_no_netns
 
 from runner.cli import main as cli_main
+from tests.helpers_report import _template_checkpoint
 from tests.helpers_runner import STEPS_SCRIPT, write_campaign
 
 WHY = why_no_netns()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(WHY is not None, reason=f"no namespaced hosts: {WHY}")]
+FINAL_COPY = """
+import shutil
+shutil.copyfile(os.environ["CC_FINAL"], os.path.join(run_dir, "final.pt"))
+shutil.copyfile(os.environ["CC_FINAL"][:-3] + ".json", os.path.join(run_dir, "final.json"))  # its sidecar
+"""
 
 
 @pytest.fixture
@@ -35,21 +41,34 @@ def hosts():
 def campaign_on(hosts: NsHosts, local: Path) -> Path:
     steps = local.parent / "steps.py"  # outside the hosts' private folders: every host sees it
     local.parent.mkdir(parents=True, exist_ok=True)
-    steps.write_text(STEPS_SCRIPT)
+    # the steps, then a real final checkpoint (made once) as the run's deliverable
+    steps.write_text(STEPS_SCRIPT + FINAL_COPY)
+    deliver = f'expects = ["{{run_dir}}/final.pt"]\nenv = {{ CC_FINAL = {json.dumps(str(_template_checkpoint()))} }}\n'
     path = write_campaign(
         local,
         [
-            {"name": "control", "n": 20, "delay": 0.05, "extra": 'host = "a"\n'},
-            {"name": "treat", "n": 400, "delay": 0.05, "nan_at": 120, "extra": 'host = "b"\n'},
-            {"name": "extra", "n": 5, "delay": 0.01, "extra": 'host = "b"\n'},
+            {"name": "control", "n": 20, "delay": 0.05, "extra": 'host = "a"\n' + deliver},
+            {"name": "treat", "n": 30, "delay": 0.02, "extra": 'host = "b"\n' + deliver},
+            {
+                "name": "planted",
+                "category": "exploratory",
+                "n": 400,
+                "delay": 0.05,
+                "nan_at": 100,
+                "extra": 'host = "b"\n',
+            },
+            {"name": "extra", "n": 5, "delay": 0.01, "extra": 'host = "b"\n' + deliver},
         ],
-        phase=["control", "treat"],
+        phase=["control", "treat", "planted"],
     )
     text = path.read_text().replace('"steps.py"', json.dumps(str(steps)))
-    for name in ("a", "b"):
+    text = text.replace(
+        "[bundle]", '[decision]\nmetric = "loss"\ncontrol = "control"\nhigher_is_better = false\n\n[bundle]'
+    )
+    for name, extra in (("a", ""), ("b", 'gpu = "B200"\nprice_usd = 120.0\n')):
         text += (
             f'\n[[host]]\nname = "{name}"\nssh = "{name}"\ndir = "{hosts[name].dir}/camp"\n'
-            f"campaign = {json.dumps(sys.executable + ' -m runner')}\n"
+            f"campaign = {json.dumps(sys.executable + ' -m runner')}\n{extra}"
         )
     path.write_text(text)
     return path
@@ -89,13 +108,16 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     def runs(snap):
         return {r["key"]: r for r in snap["runs"]}
 
-    snap = wait(lambda: (s := status(capsys)) and len(s["runs"]) == 2 and s, 30, "both hosts' runs")
+    snap = wait(lambda: (s := status(capsys)) and len(s["runs"]) == 3 and s, 30, "both hosts' runs")
     by_key = runs(snap)
-    assert {k.split("-")[0] for k in by_key} == {"a/control", "b/treat"}
+    assert {k.split("-")[0] for k in by_key} == {"a/control", "b/treat", "b/planted"}
     assert {h["host"]: h["reachable"] for h in snap["hosts"]} == {"a": True, "b": True}
-    assert all(h["bundle"]["gpu"] == "RTX 4090" for h in snap["hosts"])
+    assert {h["host"]: h["bundle"]["gpu"] for h in snap["hosts"]} == {"a": "RTX 4090", "b": "B200"}
 
-    wait(lambda: any(r["host"] == "b" and (r.get("step") or 0) >= 10 for r in status(capsys)["runs"]), 30, "b steps")
+    def planted_step(s):
+        return next((r.get("step") or 0) for r in s["runs"] if r["variant"] == "planted")
+
+    wait(lambda: planted_step(status(capsys)) >= 10, 30, "the planted run's steps")
     hosts["b"].partition()
     t_cut = time.time()
     snap = status(capsys)
@@ -113,14 +135,33 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     snap = wait(
         lambda: (s := status(capsys)) and all(h["reachable"] for h in s["hosts"]) and s, 30, "b to answer again"
     )
-    treat = next(r for r in snap["runs"] if r["host"] == "b")
-    assert treat["state"] == "stopped" and treat["stop_rule"] == "nonfinite", treat
+    planted = next(r for r in snap["runs"] if r["variant"] == "planted")
+    assert planted["state"] == "stopped" and planted["stop_rule"] == "nonfinite", planted
     control = next(r for r in snap["runs"] if r["host"] == "a")
     assert control["state"] == "finished"
     assert not (LOCAL / ".campaign" / "hosts" / "b.json").exists()
 
     assert cli_main(["start", str(LOCAL), "extra"]) == 0
     assert capsys.readouterr().out.startswith("b/extra-")
+    wait(lambda: all(r["state"] != "running" for r in status(capsys)["runs"]), 30, "every run to end")
+
+    # every host's files and a snapshot of its ledger, then one report across the hosts
+    pulled = tmp_path / "pulled"
+    assert cli_main(["pull", str(LOCAL), str(pulled)]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "a: verified: all" in out and "b: verified: all" in out
+    assert (pulled / "a").is_dir() and (pulled / "b").is_dir()
+    assert (pulled / ".campaign" / "hosts" / "b.ledger.sqlite").is_file()
+    assert cli_main(["report", str(pulled), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outcome"] == "positive" and "treat" in report["conclusion"], report["conclusion"]
+    assert report["committed_usd"] == 167.14 and report["approved"] == 3  # control, treat, extra
+    (comparison,) = [c for c in report["comparisons"] if c["variant"] == "treat"]
+    assert comparison["host"] == "b" and comparison["control_host"] == "a"
+    assert any("across GPU types" in w for w in report["gpu_warnings"])
+    assert {r["host"] for r in report["planned_vs_actual"]} == {"a", "b"}
+    assert any(r["host"] == "b" and r["variant"] == "planted" for r in report["rejected"])
+
     assert cli_main(["down", str(LOCAL)]) == 0
     for name in ("a", "b"):
         r = hosts[name].ssh("sh", "-c", f"test -S {hosts[name].dir}/camp/.campaign/runner.sock; echo $?")

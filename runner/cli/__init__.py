@@ -62,6 +62,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "see, move (--at) or cancel (--cancel) the wrap-up before the deadline",
     ),
     "notify-test": ("runner.cli.notify_cmd:cmd_notify_test", "send one test message to every [notify] URL"),
+    "ledger-snapshot": (
+        "runner.cli.fleet_cmds:cmd_ledger_snapshot",
+        "write a consistent copy of the ledger (what pull across hosts fetches)",
+    ),
     "retrieval": ("runner.cli.pull_cmds:cmd_retrieval", "what must leave the host, with sha256s (what pull reads)"),
 }
 
@@ -87,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p["up"].add_argument(
         "--host", default=None, metavar="NAME", help="this folder is the declared [[host]] NAME (run over SSH)"
     )
+    p["ledger-snapshot"].add_argument("file", nargs="?", metavar="FILE")
+    p["ledger-snapshot"].add_argument("out", metavar="OUT", help="the copy to write")
     p["down"].add_argument("--abort-runs", action="store_true", help="abort every active run too")
     p["down"].add_argument("--reason", default=None)
     p["start"].add_argument("args", nargs="+", metavar="[FILE] VARIANT")

@@ -114,3 +114,58 @@ def render_fleet(snap: dict) -> str:
     else:
         lines.append("no runs yet")
     return "\n".join(lines)
+
+
+def cmd_ledger_snapshot(ns: argparse.Namespace) -> int:
+    """A consistent copy of this folder's ledger (`VACUUM INTO`), never the live file."""
+    from pathlib import Path
+
+    from runner.campaign.statedir import paths_for
+    from runner.ledger.snapshot import snapshot
+
+    campaign = load_campaign(file_arg(ns))
+    ledger = paths_for(campaign).ledger
+    if not ledger.exists():
+        raise CampaignError("no ledger yet: the runner never started here", file=ledger)
+    print(snapshot(ledger, Path(ns.out)))
+    return 0
+
+
+def pull_side(source: str) -> Campaign | None:
+    """`campaign pull FILE [DEST]` where FILE declares [[host]] tables (not `HOST:DIR`)."""
+    from pathlib import Path
+
+    from runner.campaign.model import resolve_campaign_path
+
+    if ":" in source and not Path(source).exists():
+        return None
+    path = resolve_campaign_path(source)
+    if not path.is_file():
+        return None
+    campaign = load_campaign(path)
+    return campaign if campaign.hosts else None
+
+
+def cmd_pull(campaign: Campaign, ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from runner.daemon.fleet_pull import pull_hosts, pull_lines
+
+    dest = Path(ns.dest) if ns.dest else campaign.root
+    with Fleet(campaign) as fleet:
+        pulls = pull_hosts(fleet, dest)
+    for line in pull_lines(pulls):
+        print(line)
+    print(f"next: `campaign report {dest}` reports across the hosts")
+    return 0 if all(p.ok for p in pulls) else 1
+
+
+def cmd_report(campaign: Campaign, ns: argparse.Namespace) -> int:
+    from runner.closing.hosts_report import build_hosts_report
+
+    report = build_hosts_report(campaign)
+    if getattr(ns, "json", False):
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        sys.stdout.write(report.to_text())
+    return 0

@@ -14,6 +14,10 @@ from runner.campaign.errors import CampaignError
 
 
 def cmd_pull(ns: argparse.Namespace) -> int:
+    from runner.cli import fleet_cmds
+
+    if (several := fleet_cmds.pull_side(ns.source)) is not None:  # a campaign file with [[host]] tables
+        return fleet_cmds.cmd_pull(several, ns)
     from runner.remote.pull import pull, report_lines
     from runner.remote.ssh import Address, CopyTool, RemoteError, Session
 

@@ -45,6 +45,10 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
+    from runner.cli import fleet_cmds
+
+    if (several := fleet_cmds.user_side(ns)) is not None:  # [[host]] tables: across the pulled hosts
+        return fleet_cmds.cmd_report(several, ns)
     campaign = load_campaign(file_arg(ns))
     conn = open_ledger(campaign)
     try:
