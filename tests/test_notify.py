@@ -22,7 +22,7 @@ def add_notify(path, urls: list[str], events: list[str] | None = None) -> None:
     path.write_text(text)
 
 
-def test_a_rule_stop_arrives_within_5_s_and_a_dead_endpoint_delays_nothing(camp):
+def test_a_rule_stop_arrives_within_5_s_and_a_dead_endpoint_delays_nothing(camp, capsys):
     from runner.daemon import client, control
 
     inbox, dead = Inbox(), SilentPort()
@@ -46,6 +46,8 @@ def test_a_rule_stop_arrives_within_5_s_and_a_dead_endpoint_delays_nothing(camp)
         )
         assert failing[0]["url"] == f"json://127.0.0.1:{dead.port}" and failing[0]["error"]
         assert client.request(c, "status")["runner"]["notify"]["sent"] >= 1
+        assert main(["status", str(c.root)]) == 0
+        assert f"FAILING json://127.0.0.1:{dead.port}" in capsys.readouterr().out
     finally:
         inbox.close()
         dead.close()

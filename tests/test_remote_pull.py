@@ -90,6 +90,8 @@ def test_pull_with_rsync_verifies_and_the_host_records_it(host, tmp_path, capsys
     retrieval = snap["retrieval"]
     assert retrieval["files"] == len(listed) and retrieval["bytes"] == sum(e["bytes"] for e in listed)
     assert "@" in retrieval["to"] and retrieval["dest"] == str(dest.resolve())
+    assert main(["status", str(c.root)]) == 0
+    assert "retrieved and verified" in capsys.readouterr().out
 
 
 def test_pull_with_sftp_resumes_without_copying_finished_files(host, tmp_path):

@@ -257,4 +257,7 @@ def render_status(snap: dict) -> str:
         lines.append("no runs yet")
     if snap.get("queue"):
         lines.append("queue: " + ", ".join(snap["queue"]))
+    from runner.cli.wrapup_cmd import leaving_lines
+
+    lines += leaving_lines(snap)
     return "\n".join(lines)

@@ -58,3 +58,28 @@ def describe(state: dict) -> str:
     lines = [f"wrap-up {phase} (started {state.get('started_at')})"]
     lines += [f"  {rid}: {how}" for rid, how in runs.items()]
     return "\n".join(lines)
+
+
+def leaving_lines(snap: dict) -> list[str]:
+    """`campaign status`'s lines on leaving the host: retrieval, wrap-up, notifications."""
+    import datetime as dt
+
+    lines = []
+    got = snap.get("retrieval")
+    if got:
+        when = dt.datetime.fromtimestamp(float(got["t"]), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(
+            f"retrieved and verified {when}: {got.get('files')} files, {got.get('bytes')} bytes to {got.get('to')}"
+        )
+    runner = snap.get("runner") or {}
+    wrap = runner.get("wrap_up")
+    if isinstance(wrap, dict) and wrap.get("phase") not in (None, "none"):
+        lines.append(describe(wrap))
+    notify = runner.get("notify")
+    if isinstance(notify, dict) and notify.get("urls"):
+        failing = notify.get("failing") or []
+        lines.append(
+            f"notifications: {len(notify['urls'])} URL(s), {notify.get('sent', 0)} sent"
+            + "".join(f"; FAILING {f.get('url')}: {f.get('error')}" for f in failing)
+        )
+    return lines

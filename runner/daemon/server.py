@@ -30,14 +30,12 @@ from runner.campaign.model import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.closing import pilot
 from runner.daemon import protocol
-from runner.daemon.alerts import Alerts
 from runner.daemon.containment import log
 from runner.daemon.launcher import RequestError, RunManager
-from runner.daemon.notify import Notifier
+from runner.daemon.leaving import Leaving
 from runner.daemon.nvml import Nvml
 from runner.daemon.slots import plan_slots
 from runner.daemon.status import build_snapshot, frozen_config
-from runner.daemon.wrapup import WrapUp
 from runner.ledger import store as L
 
 TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
@@ -94,11 +92,7 @@ class Daemon:
         self._bound: Path | None = None  # where the socket was bound
         self._last_push = 0.0
         self.ledger.listeners.append(self._on_ledger_event)
-        self.notifier = Notifier(campaign.notify)
-        self.alerts = Alerts(campaign, self.ledger, self.notifier)
-        self.ledger.listeners.append(self.alerts.on_event)
-        self.wrapup = WrapUp(campaign, self.ledger)
-        self.wrapup_task: asyncio.Task | None = None
+        self.leaving = Leaving(campaign, self.ledger, self.manager, log)  # notify, wrap-up, retrieval
 
     # -- snapshot and events -------------------------------------------------------------------
     def runner_info(self) -> dict:
@@ -107,8 +101,7 @@ class Daemon:
             "started_at": self.started_at,
             "version": __version__,
             "slots_note": self.slots.note,
-            "notify": self.notifier.state(),
-            "wrap_up": self.wrapup.to_json(),
+            **self.leaving.info(),
         }
 
     def snapshot(self) -> dict:
@@ -162,12 +155,7 @@ class Daemon:
                 pass
 
     def _one_pass(self) -> None:
-        try:
-            if self.wrapup.tick(self.manager):
-                self._write_wrapup_output()
-            self.manager.wrapup_hold = self.wrapup.holding
-        except Exception:
-            log("wrap-up failed:\n" + traceback.format_exc())
+        self.leaving.before_tick()  # the wrap-up may start (holding launches) or end
         try:
             if self.manager.tick():
                 self.dirty = True
@@ -180,10 +168,7 @@ class Daemon:
                     self._push_status()
                 except Exception:
                     log("status push failed:\n" + traceback.format_exc())
-        try:
-            self.alerts.tick()
-        except Exception:
-            log("notifications failed:\n" + traceback.format_exc())
+        self.leaving.after_tick()  # notifications: expiry levels, delivery outcomes
         try:
             self._maybe_refresh_output()
         except Exception:
@@ -206,23 +191,6 @@ class Daemon:
                 log("output folder refresh failed:\n" + traceback.format_exc())
 
         self.output_task = asyncio.get_running_loop().create_task(refresh())
-
-    def _write_wrapup_output(self) -> None:
-        """Every run of the wrap-up stopped: verify, write the manifest and RELOAD.md, then say so."""
-        if self.wrapup_task is not None and not self.wrapup_task.done():
-            return
-        from runner.closing.manifest import refresh_output
-
-        async def write() -> None:
-            try:
-                verification = await asyncio.to_thread(refresh_output, self.campaign)
-                self.wrapup.finished(verification.ok, str(self.campaign.output_path / "manifest.toml"))
-            except Exception as exc:
-                log("wrap-up output failed:\n" + traceback.format_exc())
-                self.wrapup.finished(False, None, f"writing the output failed: {exc}")
-            self.dirty = True
-
-        self.wrapup_task = asyncio.get_running_loop().create_task(write())
 
     async def run(self) -> int:
         self.stop_event = asyncio.Event()
@@ -253,7 +221,7 @@ class Daemon:
         self.ledger.event(
             "runner_stop", pid=os.getpid(), abort_runs=self.abort_on_stop, runs_left=sorted(self.manager.active)
         )
-        self.notifier.stop()
+        self.leaving.stop()
         for w in list(self.subscribers):
             w.close()
         self._unlink_socket()
@@ -431,9 +399,11 @@ class Daemon:
         if op == "run_detail":
             return self._run_detail(_text(args, "run"))
         if op == "retrieval_verified":
-            return self._retrieval_verified(args)
+            self.dirty = True
+            return self.leaving.retrieval_verified(args)
         if op == "wrap_up":
-            return self._wrap_up(args)
+            self.dirty = True
+            return self.leaving.wrap_up(args)
         if op == "down":
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
             return {"stopping": True, "active_runs": sorted(self.manager.active)}
@@ -443,11 +413,7 @@ class Daemon:
         """`start` freezes the file as it is now: a fixed rule or command gives a new run id."""
         self.campaign = load_as_host(self.campaign.path)
         self.manager.campaign = self.campaign
-        self.alerts.campaign = self.campaign
-        self.wrapup.campaign = self.campaign
-        if not self.wrapup.holding:
-            self.wrapup.reload()  # a wrap_up changed in the file counts from now on
-        self.notifier.config = self.campaign.notify
+        self.leaving.set_campaign(self.campaign)
 
     def _decide(self, args: dict) -> Any:
         """The pilot decision, from the console's dialog or `campaign decide` (`how` says which)."""
@@ -475,35 +441,6 @@ class Daemon:
         )
         self.manager.schedule()
         return result
-
-    def _wrap_up(self, args: dict) -> dict:
-        """Show, move (`at`: epoch seconds) or cancel (`cancel`: true) the wrap-up."""
-        who = str(args.get("who") or "user")
-        try:
-            if args.get("cancel"):
-                out = self.wrapup.cancel(who)
-            elif args.get("at") is not None:
-                at = args["at"]
-                if not isinstance(at, (int, float)) or isinstance(at, bool):
-                    raise ValueError("'at' must be epoch seconds")
-                out = self.wrapup.move(float(at), who)
-            else:
-                out = self.wrapup.to_json()
-        except ValueError as exc:
-            raise RequestError(str(exc), code="bad_input") from None
-        self.manager.wrapup_hold = self.wrapup.holding
-        self.dirty = True
-        return out
-
-    def _retrieval_verified(self, args: dict) -> dict:
-        """`campaign pull` checked every file on the user's machine: kept in the ledger for good."""
-        files, size = args.get("files"), args.get("bytes")
-        if not isinstance(files, int) or not isinstance(size, int) or files < 0 or size < 0:
-            raise RequestError("'files' and 'bytes' must be whole numbers", code="bad_input")
-        record = {"files": files, "bytes": size, "to": _text(args, "to"), "dest": str(args.get("dest") or "")}
-        self.ledger.event("retrieval_verified", **record)
-        self.dirty = True
-        return {"recorded": True, "at": time.time(), **record}
 
     def _run_detail(self, run_id: str) -> dict:
         run = self.ledger.run(run_id)
