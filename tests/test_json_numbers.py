@@ -88,3 +88,17 @@ def test_status_report_and_verify_json_carry_numbers(tmp_path, capsys):
     assert cli_main(["report", str(camp.root), "--markdown"]) == 0
     md = capsys.readouterr().out
     assert "0.416667" in md and "step 100" in md and "step 40" in md
+
+
+def test_an_aborted_runs_time_used_does_not_drop_while_its_attempt_ends(tmp_path):
+    from runner.daemon.status import run_row
+
+    now = 1_000_000.0
+    base = {"id": "a-00000000", "variant": "a", "category": "essential", "run_dir": str(tmp_path / "a")}
+    base |= {"planned_hours": 1.0, "attempts": 1, "attempt_started_at": now - 1800, "launched_at": now - 1800}
+    running = run_row({**base, "state": "running", "active_seconds": 0.0}, None, {}, {}, [], now)
+    ending = run_row({**base, "state": "aborted", "active_seconds": 0.0, "ended_at": None}, None, {}, {}, [], now + 5)
+    ended = run_row(
+        {**base, "state": "aborted", "active_seconds": 1805.0, "ended_at": now + 5}, None, {}, {}, [], now + 9
+    )
+    assert [r["elapsed_seconds"] for r in (running, ending, ended)] == [1800.0, 1805.0, 1805.0]

@@ -215,3 +215,39 @@ for _ in range(1200):
     assert run.wait() == 0
     assert (run.campaign / "usr1.seen").read_text() == "yes"
     assert run.json("exit.json")["returncode"] == 0
+
+
+def test_the_checkpoint_saved_on_an_aborts_sigterm_is_graded_before_the_end(run):
+    """An abort's SIGTERM makes the helpers save a checkpoint: it is graded before exit.json is
+    written, so the run's end never shows it unverified (only a second SIGTERM gives up waiting)."""
+    run.script(
+        "helper.py",
+        """
+import time, torch
+from campaign_train import metrics
+from campaign_train.checkpoint import Checkpointer
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ckpt = Checkpointer(model, opt, every_s=1e9)
+step = 0
+while True:
+    step += 1
+    metrics.report(step, loss=1.0)
+    ckpt.maybe_save(step)
+    if ckpt.should_stop:
+        ckpt.exit()
+    time.sleep(0.02)
+""",
+    )
+    run.write([PY, "helper.py"], [{"kind": "nonfinite"}], grace=20.0)
+    run.start()
+    metrics = run.dir / "metrics.jsonl"
+    run.wait_for(lambda: metrics.exists() and metrics.read_bytes().count(b"\n") >= 5, what="steps", timeout=60)
+    (run.dir / "abort.json").write_text('{"reason": "wrong corpus", "at": 0, "by": "test"}')
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.wait(timeout=120) == 0
+    ex = run.json("exit.json")
+    assert ex["killed_by"] == "abort" and ex["checkpoints_verified"] >= 1
+    (saved,) = sorted((run.dir / "checkpoints").glob("ckpt-*.pt"))
+    record = run.json(f"checkpoints/{saved.stem}.verify.json")
+    assert record["verified"] is True

@@ -148,7 +148,10 @@ def run_row(
     if running and every:
         base = max([x for x in (started, latest["t"] if latest else None) if x] or [now])
         next_ckpt = every - (now - base)
-    elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if running and started else 0.0)
+    # an abort or a rule stop marks the run at once, while its attempt is still ending: that
+    # attempt's time counts until the runner records the end (the column never drops to 0)
+    ending = run["state"] in ("aborted", "stopped") and not run.get("ended_at") and bool(run.get("attempts"))
+    elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if (running or ending) and started else 0.0)
     planned = run.get("planned_hours")
     expected = max(planned or 0.0, elapsed / 3600.0) if planned is not None else None
     problem = None

@@ -141,6 +141,7 @@ class Supervisor:
         self.kill_deadline: float | None = None
         self.tree: dict[int, psutil.Process] = {}
         self.terms_received = 0
+        self.terms_for_stop = 0  # the SIGTERMs that started the stop (abort, down): not a hurry
         self.usr1_pending = 0
         self.usr1_waiting_logged = False
         self.sigchld = 0
@@ -300,8 +301,12 @@ class Supervisor:
             by = "abort" if (self.run_dir / "abort.json").exists() else "down"
             self._log_line(f"--- supervisor asked to stop ({by}): stopping the run")
             self._begin_stop(by)
-        if self.terms_received > 1 or (self.terms_received and not running):
-            self.checkpoints.abandon()  # asked again, or after the end: do not wait
+            self.terms_for_stop = self.terms_received
+        # the checkpoint the script saves on the stop's SIGTERM is graded before the end is
+        # written; only a SIGTERM asked again, or after the end, gives up waiting for gradings
+        extra = self.terms_received - self.terms_for_stop
+        if extra > 0 and (self.terms_received > 1 or not running):
+            self.checkpoints.abandon()
 
     # -- metrics -------------------------------------------------------------------------------
     def _read_metrics(self) -> None:
