@@ -26,6 +26,7 @@ from console.keymap import load_keymap
 from console.screens.main_screen import MainScreen
 from console.source import SourceDown, SourceError, StatusSource
 from console.widgets.plots.loss_plot import LossPlot
+from runner.ledger.states import RunState
 
 
 class CampaignConsole(App):
@@ -133,7 +134,7 @@ class CampaignConsole(App):
         runs = snap.get("runs") or []
         plot = self.main_screen.query_one(LossPlot)
         plot.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
-        pids = {str(r["id"]): r.get("pid") for r in runs if r.get("state") == "running"}
+        pids = {str(r["id"]): r.get("pid") for r in runs if r.get("state") == RunState.RUNNING}
         root = (snap.get("campaign") or {}).get("root") or (str(self.campaign.root) if self.campaign else None)
         self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
         plot.apply(batch)
@@ -162,15 +163,15 @@ class CampaignConsole(App):
             self._states[rid] = state
             if before is None or before == state or not self.last_seen:
                 continue
-            if state == "stopped":
+            if state == RunState.STOPPED:
                 self.notify(
                     f"{rid} stopped by a rule: {r.get('stop_reason') or r.get('stop_rule')}",
                     severity="error",
                     timeout=10,
                 )
-            elif state in ("failed", "refused"):
+            elif state in (RunState.FAILED, RunState.REFUSED):
                 self.notify(f"{rid} {state}: {r.get('stop_reason') or ''}", severity="error", timeout=10)
-            elif state == "finished":
+            elif state == RunState.FINISHED:
                 self.notify(f"{rid} finished")
 
     # -- actions go to the runner ---------------------------------------------------------------
@@ -206,7 +207,7 @@ def describe_result(op: str, args: dict, result: Any) -> str:
 
         return f"decision recorded: {decision_words(r or args)}"
     state = r.get("state")
-    if op == "start" and state == "queued":
+    if op == "start" and state == RunState.QUEUED:
         return f"{run}: queued (starts when a slot is free)"
     return f"{op} {run}: {state}" if state else f"{op} {run}: done"
 

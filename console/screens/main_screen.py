@@ -24,8 +24,7 @@ from console.widgets.header.status_banner import (
 )
 from console.widgets.plots.loss_plot import LossPlot
 from console.widgets.runs.runs_table import RunsTable
-
-RESUMABLE = ("stopped", "failed", "aborted")
+from runner.ledger.states import PENDING_STATES, RESUMABLE_STATES, RunState
 
 
 class MainScreen(Screen):
@@ -145,7 +144,7 @@ class MainScreen(Screen):
         if row is None:
             self.notify("select a run first", severity="warning")
             return
-        if row.get("state") not in ("running", "queued"):
+        if row.get("state") not in PENDING_STATES:
             self.notify(f"{row['id']} is {row.get('state')}: nothing to abort", severity="warning")
             return
 
@@ -160,7 +159,7 @@ class MainScreen(Screen):
         if row is None:
             self.notify("select a run first", severity="warning")
             return
-        if row.get("state") not in RESUMABLE:
+        if row.get("state") not in RESUMABLE_STATES:
             self.notify(
                 f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume", severity="warning"
             )
@@ -169,7 +168,7 @@ class MainScreen(Screen):
 
     async def action_checkpoint(self) -> None:
         row = self.selected_row()
-        if row is None or row.get("state") != "running":
+        if row is None or row.get("state") != RunState.RUNNING:
             self.notify("select a running run to checkpoint", severity="warning")
             return
         await self.app.act("checkpoint", "checkpoint", run=row["id"])

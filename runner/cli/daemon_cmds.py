@@ -23,6 +23,7 @@ from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg, fleet_cmds
 from runner.daemon import client, control
 from runner.daemon.status import offline_snapshot
+from runner.ledger.states import RunState
 
 
 def _campaign(ns: argparse.Namespace) -> Campaign:
@@ -148,7 +149,7 @@ def cmd_start(ns: argparse.Namespace) -> int:
     out = _request(campaign, "start", variant=ns.variant)
     if out is None:
         return 1
-    if out.get("state") == "refused":
+    if out.get("state") == RunState.REFUSED:
         print(f"campaign: run {out['run']} refused: {out.get('reason')}", file=sys.stderr)
         return 1
     note = f" ({out['note']})" if out.get("note") else ""

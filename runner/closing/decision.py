@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end
+from runner.ledger.states import RunState
 
 # Float noise must not turn a gain of exactly min_gain into a miss.
 _EPS = 1e-9
@@ -156,7 +157,7 @@ def _why_not_approved(verification: Verification, variant: str) -> str:
     if not checks:
         return "it never ran"
     last = checks[-1]
-    if last.run.state != "finished":
+    if last.run.state != RunState.FINISHED:
         return f"{last.run.id} {describe_end(last.run)}"
     return f"{last.run.id}: " + "; ".join(last.problems)
 

@@ -32,12 +32,12 @@ from runner.campaign.placeholders import expand
 from runner.grading.interpreter import grader_python
 from runner.import_paths import tool_env
 from runner.ledger import store as ledger
+from runner.ledger.states import RunState
 
 # What the training-side helpers write (campaign_train.predictions.DEFAULT_EXPECTS; restated here because
 # that module imports torch and this one must not — a test keeps the two equal).
 DEFAULT_EXPECTS = ("predictions.jsonl", "error_analysis.json", "checkpoints/final.pt")
 ARTIFACT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors")
-TERMINAL_STATES = ("finished", "failed", "stopped", "aborted", "refused")
 RELOAD_TIMEOUT_S = 300.0
 
 _TEMP_PART = re.compile(r"^(\.?te?mp|tmp[_-]?[a-z0-9_]{6,})$", re.IGNORECASE)
@@ -51,7 +51,7 @@ class RunRecord:
     variant: str
     category: str
     config_hash: str
-    state: str
+    state: RunState
     run_dir: Path
     planned_hours: float
     launched_at: float | None
@@ -119,7 +119,7 @@ class Verification:
         Stopped, aborted and refused runs are never deliverables; they do not make verify fail."""
         if not self.approved:
             return False
-        return all(c.approved for c in self.checks if c.run.state == "finished")
+        return all(c.approved for c in self.checks if c.run.state == RunState.FINISHED)
 
     def check(self, run_id: str) -> RunCheck | None:
         return next((c for c in self.checks if c.run.id == run_id), None)
@@ -158,7 +158,7 @@ def read_runs(conn: sqlite3.Connection | None) -> list[RunRecord]:
                 variant=r["variant"],
                 category=r["category"],
                 config_hash=r["config_hash"],
-                state=r["state"],
+                state=RunState(r["state"]),
                 run_dir=run_dir,
                 planned_hours=float(r["planned_hours"] or 0.0),
                 launched_at=r["launched_at"],
@@ -267,7 +267,7 @@ def _static_checks(campaign: Campaign, conn: sqlite3.Connection | None, run: Run
     check = RunCheck(run)
     problems = check.problems
     variant = _variant(campaign, run)
-    if run.state != "finished":
+    if run.state != RunState.FINISHED:
         problems.append(f"not finished: {describe_end(run)}")
     # Adapters must name the exact base revision (the frozen run.toml wins over today's file).
     frozen = run.frozen_variant
@@ -447,7 +447,7 @@ def _final_artifact(conn: sqlite3.Connection | None, run: RunRecord, files: list
 def describe_end(run: RunRecord) -> str:
     """How a run that is not a deliverable ended, in words. A stopped run always shows the value
     that broke its rule and the step, whatever the rule's own sentence says."""
-    if run.state == "stopped":
+    if run.state == RunState.STOPPED:
         what = f"stopped by rule {run.stop_rule}" if run.stop_rule else "stopped by a rule"
         detail = run.stop_reason or ""
         value = as_number(run.stop_value)
@@ -457,7 +457,7 @@ def describe_end(run: RunRecord) -> str:
             if shown not in detail or (step is not None and step not in detail):
                 detail = f"{detail} (value {shown}" + (f" at {step})" if step else ")")
         return f"{what}: {detail.strip()}" if detail else what
-    if run.state in ("aborted", "refused", "failed"):
+    if run.state in (RunState.ABORTED, RunState.REFUSED, RunState.FAILED):
         return f"{run.state}" + (f": {run.stop_reason}" if run.stop_reason else "")
     return f"still {run.state}"
 

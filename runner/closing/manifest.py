@@ -31,6 +31,7 @@ from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end, open_ledger, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions
+from runner.ledger.states import RunState
 
 MANIFEST_FORMAT = "campaign-manifest/1"
 RAW_FILES = ("run.toml", "metrics.jsonl", "predictions.jsonl", "error_analysis.json")
@@ -123,7 +124,7 @@ def _deliver_run(campaign: Campaign, check: RunCheck, out: Path, resume_point: P
         dst = dest_dir / rel
         if _copy(src, dst):
             files.append(_file_entry(out, dst, src, campaign, kind))
-    if run.state != "finished":
+    if run.state != RunState.FINISHED:
         stop = _stop_record(check)
         write_json_atomic(dest_dir / "stop.json", stop)
         files.append(_file_entry(out, dest_dir / "stop.json", None, campaign, "stop reason"))
@@ -273,7 +274,7 @@ def build_manifest(
             "active_hours": round(run.active_seconds / 3600.0, 6),
             "launched_at": _iso(run.launched_at),
             "ended_at": _iso(run.ended_at),
-            "stop_reason": describe_end(run) if run.state != "finished" else None,
+            "stop_reason": describe_end(run) if run.state != RunState.FINISHED else None,
             "stop_rule": run.stop_rule,
             "stop_value": as_number(run.stop_value),
             "stop_step": run.stop_step,

@@ -35,10 +35,10 @@ from runner.closing.pilot_plan import (
 )
 from runner.ledger import pilot_rows as rows
 from runner.ledger.pilot_rows import DecidedHow
+from runner.ledger.states import TERMINAL_STATES
 from runner.ledger.store import all_runs
 
 CHOICES = ("continue", "cut", "revisit")
-ENDED = ("finished", "failed", "stopped", "aborted", "refused")
 RUNNER_WHO = "runner"
 
 __all__ = [
@@ -120,7 +120,7 @@ def _variant_progress(scope: list[str], runs: list[dict], first_ckpt: dict[str, 
             entry["run"] = first["id"]
             if first["id"] in first_ckpt:
                 entry.update(reached=True, how="checkpoint", at=first_ckpt[first["id"]])
-            elif first["state"] in ENDED:
+            elif first["state"] in TERMINAL_STATES:
                 entry.update(
                     reached=True, how=f"ended ({first['state']})", at=first["ended_at"] or first["launched_at"]
                 )
@@ -136,7 +136,7 @@ def _completion(campaign: Campaign, plan: dict, runs: list[dict], progress: list
             ends = []
             for name in pilot.variants:
                 mine = [r for r in runs if r["variant"] == name]
-                if not mine or any(r["state"] not in ENDED for r in mine):
+                if not mine or any(r["state"] not in TERMINAL_STATES for r in mine):
                     return PilotEnd(False, None, basis)
                 ends.append(max(r["ended_at"] or 0.0 for r in mine))
             return PilotEnd(True, max(ends), basis)

@@ -14,6 +14,7 @@ from runner.campaign.schedule import variant_rank
 from runner.closing.deliverables import RunRecord, read_runs
 from runner.closing.pilot_plan import scheduled_variants
 from runner.ledger import pilot_rows as rows
+from runner.ledger.states import PENDING_STATES, RunState
 
 TOTAL_STEP_METRICS = ("total_steps", "max_steps", "steps_total")
 
@@ -42,9 +43,9 @@ def re_estimate(
     totals = rows.total_steps(conn, TOTAL_STEP_METRICS)
     factors: list[float] = []
     for r in runs:
-        if r.state == "finished" and r.planned_hours > 0 and r.active_seconds > 0:
+        if r.state == RunState.FINISHED and r.planned_hours > 0 and r.active_seconds > 0:
             factors.append(r.active_seconds / 3600.0 / r.planned_hours)
-        elif r.state == "running" and r.id in rates and r.id in totals and r.planned_hours > 0:
+        elif r.state == RunState.RUNNING and r.id in rates and r.id in totals and r.planned_hours > 0:
             rate = rates[r.id]
             left = max(totals[r.id] - rate.last_step, 0) / rate.per_second
             factors.append((rate.span_seconds + left) / 3600.0 / r.planned_hours)
@@ -57,16 +58,16 @@ def re_estimate(
         except KeyError:
             continue
         mine = [r for r in runs if r.variant == name]
-        running = [r for r in mine if r.state in ("running", "queued")]
+        running = [r for r in mine if r.state in PENDING_STATES]
         planned = v.hours
-        if name in cut and not any(r.state == "running" for r in mine):
+        if name in cut and not any(r.state == RunState.RUNNING for r in mine):
             items.append(_item(name, v, "cut", planned, 0.0, 0.0, "cut at the pilot decision"))
             continue
-        if any(r.state == "finished" for r in mine) or (mine and not running):
+        if any(r.state == RunState.FINISHED for r in mine) or (mine and not running):
             done = sum(r.active_seconds for r in mine) / 3600.0
             items.append(_item(name, v, "done", planned, done, 0.0, f"ended ({mine[-1].state})"))
             continue
-        if running and running[-1].state == "running":
+        if running and running[-1].state == RunState.RUNNING:
             r = running[-1]
             elapsed = _elapsed(conn, r, now)
             if r.id in rates and r.id in totals:

@@ -33,6 +33,7 @@ from runner.closing.deliverables import (
     verify_campaign,
 )
 from runner.closing.pilot import attempt_started_at, frozen_plan, list_decisions, plan_snapshot
+from runner.ledger.states import PENDING_STATES, RunState
 
 
 @dataclass
@@ -240,7 +241,7 @@ def build_report(
                         "reason": f"re-run of the same configuration as {c.duplicate_of}: counted once",
                     }
                 )
-        elif c.run.state in ("queued", "running"):
+        elif c.run.state in PENDING_STATES:
             pending.append({"run": c.run.id, "variant": c.run.variant, "state": c.run.state})
         else:
             rejected.append(
@@ -266,7 +267,7 @@ def build_report(
 
 
 def rejection_reason(check: RunCheck) -> str:
-    if check.run.state != "finished":
+    if check.run.state != RunState.FINISHED:
         words = describe_end(check.run)
         if check.run.cut_by_decision and "pilot decision" not in words:
             words += "; cut at the pilot decision"
@@ -280,7 +281,7 @@ def _current_attempts(conn: sqlite3.Connection | None, verification: Verificatio
     if conn is None:
         return out
     for c in verification.checks:
-        if c.run.state != "running":
+        if c.run.state != RunState.RUNNING:
             continue
         since = attempt_started_at(conn, c.run)
         if since:
@@ -360,7 +361,7 @@ def _variant_row(
     notes = []
     for r in runs:
         check = verification.check(r.id)
-        if r.state == "finished":
+        if r.state == RunState.FINISHED:
             if check and check.approved:
                 notes.append(
                     f"{r.id} finished, approved"
@@ -368,9 +369,9 @@ def _variant_row(
                 )
             else:
                 notes.append(f"{r.id} finished, not approved: " + "; ".join(check.problems if check else []))
-        elif r.state == "stopped":
+        elif r.state == RunState.STOPPED:
             notes.append(f"{r.id} {describe_end(r)}")
-        elif r.state == "refused":
+        elif r.state == RunState.REFUSED:
             notes.append(f"{r.id} refused near expiry" + (f": {r.stop_reason}" if r.stop_reason else ""))
         elif r.cut_by_decision:
             notes.append(
@@ -380,7 +381,7 @@ def _variant_row(
             notes.append(f"{r.id} {describe_end(r)}")
         if r.attempts > 1:
             notes[-1] += f" after {r.attempts} attempts"
-    if cut is not None and not any(r.state in ("finished", "running") or r.cut_by_decision for r in runs):
+    if cut is not None and not any(r.state in (RunState.FINISHED, RunState.RUNNING) or r.cut_by_decision for r in runs):
         notes.append(f"cut at the pilot decision ({_when(cut['t'])}, {cut['who']})")
     if not runs and cut is None:
         notes.append("not run")

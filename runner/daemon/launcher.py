@@ -37,13 +37,13 @@ from runner.daemon.slots import SlotPlan, initial_queue, order_key
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
 from runner.import_paths import tool_env
+from runner.ledger.states import PENDING_STATES, RunState
 from runner.ledger.store import Ledger
 from runner.supervision import kept_copy, proctree
 from runner.supervision.checkpoints import grade_now, step_of, verify_path_for
 
 GRACE_ENV = "CAMPAIGN_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0
-ENDED = ("finished", "failed", "stopped", "aborted", "refused")
 
 
 class RequestError(Exception):
@@ -132,16 +132,16 @@ class RunManager:
         existing = self.ledger.run(rid)
         if existing is not None:
             state = existing["state"]
-            if state in ("queued", "running"):
+            if state in PENDING_STATES:
                 return {"run": rid, "state": state, "note": "already " + state + self._window_note()}
-            if state == "finished":
+            if state == RunState.FINISHED:
                 raise RequestError(
                     f"run {rid} of this exact configuration already finished: a re-run of the "
                     "same configuration does not count twice. Change the configuration "
                     "(command, rules, inputs) to get a new run.",
                     code="bad_input",
                 )
-            if state == "refused":
+            if state == RunState.REFUSED:
                 return self._requeue(existing, "start")
             raise RequestError(
                 f"run {rid} of this configuration is {state}: use `campaign resume {rid}` to "
@@ -172,7 +172,7 @@ class RunManager:
                 "variant": variant.name,
                 "category": variant.category,
                 "config_hash": frozen["run"]["config_hash"],
-                "state": "queued",
+                "state": RunState.QUEUED,
                 "run_dir": str(run_dir),
                 "planned_hours": variant.hours,
                 "queued_at": now,
@@ -180,7 +180,7 @@ class RunManager:
         )
         self.ledger.event("queued", rid, variant=variant.name, why=why, identity=runid.identity(self.campaign, variant))
         note = self._window_note()
-        return {"run": rid, "state": "queued", **({"note": note.lstrip("; ")} if note else {})}
+        return {"run": rid, "state": RunState.QUEUED, **({"note": note.lstrip("; ")} if note else {})}
 
     def _window_note(self) -> str:
         """Said when a run is queued before the rental window opens: it waits, it is not lost."""
@@ -195,13 +195,18 @@ class RunManager:
             run["id"],
             "queued",
             dict(
-                state="queued", queued_at=time.time(), stop_reason=None, stop_rule=None, stop_value=None, stop_step=None
+                state=RunState.QUEUED,
+                queued_at=time.time(),
+                stop_reason=None,
+                stop_rule=None,
+                stop_value=None,
+                stop_step=None,
             ),
             durable=False,
             variant=run["variant"],
             why=why,
         )
-        return {"run": run["id"], "state": "queued"}
+        return {"run": run["id"], "state": RunState.QUEUED}
 
     def queue_initial(self) -> list[str]:
         """At start: phase variants that have never had a run, in launch order."""
@@ -235,7 +240,7 @@ class RunManager:
             return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
         if time.time() < self.campaign.bundle.started_at.timestamp():
             return False  # the window has not opened: runs wait queued (`start` says so)
-        queued = sorted((r for r in self.ledger.runs() if r["state"] == "queued"), key=order_key(self.campaign))
+        queued = sorted((r for r in self.ledger.runs() if r["state"] == RunState.QUEUED), key=order_key(self.campaign))
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:
@@ -285,14 +290,14 @@ class RunManager:
         self.ledger.change_run(
             run["id"],
             "failed",
-            dict(state="failed", stop_reason=reason, ended_at=time.time()),
+            dict(state=RunState.FAILED, stop_reason=reason, ended_at=time.time()),
             attempt=int(run.get("attempts") or 0) + 1,
             reason=reason,
         )
 
     def refuse(self, run: dict, reason: str) -> None:
         self.ledger.change_run(
-            run["id"], "refused", dict(state="refused", stop_reason=reason, ended_at=time.time()), reason=reason
+            run["id"], "refused", dict(state=RunState.REFUSED, stop_reason=reason, ended_at=time.time()), reason=reason
         )
 
     def _latest_verified(self, run_id: str) -> str | None:
@@ -402,7 +407,7 @@ class RunManager:
             )
         ident = proctree.identity_of(popen.pid)
         cols: dict[str, Any] = dict(
-            state="running",
+            state=RunState.RUNNING,
             attempts=attempt,
             attempt_started_at=now,
             supervisor_pid=popen.pid,
@@ -515,11 +520,11 @@ class RunManager:
         run = self.ledger.run(act.run_id) or {}
         now = time.time()
         ended = (exit_info or {}).get("ended_at") or now
-        if run.get("state") == "aborted" and state in ("failed", "aborted"):
-            state, reason = "aborted", run.get("stop_reason")
-        elif state == "stopped":
+        if run.get("state") == RunState.ABORTED and state in (RunState.FAILED, RunState.ABORTED):
+            state, reason = RunState.ABORTED, run.get("stop_reason")
+        elif state == RunState.STOPPED:
             reason = run.get("stop_reason") or reason
-        if state == "failed" and reason and reason.startswith("supervisor lost"):
+        if state == RunState.FAILED and reason and reason.startswith("supervisor lost"):
             tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
@@ -527,7 +532,7 @@ class RunManager:
         if orphan is not None:
             # the supervisor is gone without exit.json (lost, or killed after its verdict)
             reason = (reason or "") + "; its training process was still running unjudged and was stopped"
-            if state == "failed":
+            if state == RunState.FAILED:
                 reason += " (resume it)"
         started = run.get("attempt_started_at") or ended
         cols: dict[str, Any] = dict(
@@ -537,14 +542,14 @@ class RunManager:
             returncode=(exit_info or {}).get("returncode"),
             active_seconds=(run.get("active_seconds") or 0.0) + max(0.0, ended - started),
         )
-        if state != "finished":
+        if state != RunState.FINISHED:
             cols["stop_reason"] = reason
         elif run.get("stop_reason"):
             # an abort that reached the runner after the attempt had ended well: the run finished,
             # and the request stays only in the events (it stopped nothing)
             cols["stop_reason"] = None
             reason = f"ended before the abort took effect ({run['stop_reason']})"
-        if run.get("state") == "queued":
+        if run.get("state") == RunState.QUEUED:
             # resumed while this attempt was still stopping: it ends, and the run waits for a slot
             cols["state"] = "queued"
         # the end and its event in one durable transaction; the watch closes only once both are
@@ -575,9 +580,9 @@ class RunManager:
         adopted, ended = [], []
         self.repair_missing_ends()
         for run in self.ledger.runs():
-            if run["state"] == "queued":
+            if run["state"] == RunState.QUEUED:
                 run = self._maybe_launched_unrecorded(run)
-            if run["state"] != "running":
+            if run["state"] != RunState.RUNNING:
                 continue
             attempt = int(run.get("attempts") or 1)
             sup = read_json(Path(run["run_dir"]) / "supervisor.json")
@@ -599,7 +604,7 @@ class RunManager:
             else:
                 state, _, _ = watch.finish()
                 self._finish(act)
-                self.ledger.event("lost" if state == "failed" else "ended_while_down", run["id"], state=state)
+                self.ledger.event("lost" if state == RunState.FAILED else "ended_while_down", run["id"], state=state)
                 ended.append(run["id"])
         return {"adopted": adopted, "ended": ended}
 
@@ -639,7 +644,7 @@ class RunManager:
             return run
         launch = read_json(Path(run["run_dir"]) / "launch.json") or {}
         cols = dict(
-            state="running",
+            state=RunState.RUNNING,
             attempts=attempt,
             supervisor_pid=sup.get("pid"),
             supervisor_create_time=sup.get("create_time"),
@@ -662,23 +667,23 @@ class RunManager:
     def abort(self, run_id: str, reason: str | None, by: str) -> dict:
         run = self._known(run_id)
         reason = reason or f"aborted by {by}"
-        if run["state"] == "queued":
+        if run["state"] == RunState.QUEUED:
             self.ledger.change_run(
                 run_id,
                 "aborted",
-                dict(state="aborted", stop_reason=reason, ended_at=time.time()),
+                dict(state=RunState.ABORTED, stop_reason=reason, ended_at=time.time()),
                 reason=reason,
                 by=by,
                 was="queued",
             )
-            return {"run": run_id, "state": "aborted"}
-        if run["state"] != "running":
+            return {"run": run_id, "state": RunState.ABORTED}
+        if run["state"] != RunState.RUNNING:
             raise RequestError(
                 f"run {run_id} is {run['state']}, not running or queued: nothing to abort", code="bad_input"
             )
         write_json_atomic(Path(run["run_dir"]) / "abort.json", {"reason": reason, "at": time.time(), "by": by})
         self.ledger.change_run(
-            run_id, "aborted", dict(state="aborted", stop_reason=reason), reason=reason, by=by, was="running"
+            run_id, "aborted", dict(state=RunState.ABORTED, stop_reason=reason), reason=reason, by=by, was="running"
         )
         act = self.active.get(run_id)
         if act is not None and act.alive() and act.supervisor is not None:
@@ -686,14 +691,14 @@ class RunManager:
                 act.supervisor.send_signal(signal.SIGTERM)
             except Exception:
                 pass
-        return {"run": run_id, "state": "aborted"}
+        return {"run": run_id, "state": RunState.ABORTED}
 
     def resume(self, run_id: str) -> dict:
         run = self._known(run_id)
         state = run["state"]
-        if state in ("queued", "running"):
+        if state in PENDING_STATES:
             return {"run": run_id, "state": state, "note": "already " + state}
-        if state == "finished":
+        if state == RunState.FINISHED:
             raise RequestError(
                 f"run {run_id} finished: there is nothing to resume, and a re-run of the same "
                 "configuration does not count twice",
@@ -718,11 +723,11 @@ class RunManager:
     def cut_queued(self, run_ids: list[str], note: str) -> None:
         for rid in run_ids:
             run = self.ledger.run(rid)
-            if run and run["state"] == "queued":
+            if run and run["state"] == RunState.QUEUED:
                 self.ledger.change_run(
                     rid,
                     "aborted",
-                    dict(state="aborted", cut_by_decision=1, stop_reason=note, ended_at=time.time()),
+                    dict(state=RunState.ABORTED, cut_by_decision=1, stop_reason=note, ended_at=time.time()),
                     reason=note,
                     by="decision",
                     was="queued",
@@ -731,7 +736,7 @@ class RunManager:
     def abort_all(self, reason: str, by: str) -> list[str]:
         out = []
         for run in self.ledger.runs():
-            if run["state"] in ("queued", "running"):
+            if run["state"] in PENDING_STATES:
                 self.abort(run["id"], reason, by)
                 out.append(run["id"])
         return out

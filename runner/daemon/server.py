@@ -37,6 +37,7 @@ from runner.daemon.nvml import Nvml
 from runner.daemon.slots import plan_slots
 from runner.daemon.status import build_snapshot, frozen_config
 from runner.ledger import store as L
+from runner.ledger.states import RunState
 
 TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
 STATUS_PUSH_SECONDS = 1.0
@@ -378,7 +379,7 @@ class Daemon:
             return {
                 **out,
                 "state": run.get("state", out["state"]),
-                **({"reason": run["stop_reason"]} if run.get("state") == "refused" else {}),
+                **({"reason": run["stop_reason"]} if run.get("state") == RunState.REFUSED else {}),
                 **({"note": m.hold.reason} if held else {}),
             }
         if op == "abort":

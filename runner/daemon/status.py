@@ -23,9 +23,7 @@ from runner.campaign.model import Campaign, Rule
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key
 from runner.ledger import store as L
-
-ACTIVE_STATES = ("running",)
-DONE_STATES = ("finished", "failed", "stopped", "aborted", "refused")
+from runner.ledger.states import RunState
 
 _frozen_cache: dict[str, tuple[float, dict]] = {}
 
@@ -79,11 +77,11 @@ def rule_states(
 ) -> list[dict]:
     """Each frozen rule: "ok", "fired" or "waiting" (not yet judgeable), with the value it judges."""
     out = []
-    running = run["state"] == "running"
+    running = run["state"] == RunState.RUNNING
     started = run.get("attempt_started_at") or run.get("launched_at")
     for r in rules:
         state, value = "waiting", None
-        if run["state"] == "stopped" and run.get("stop_rule") == r.kind:
+        if run["state"] == RunState.STOPPED and run.get("stop_rule") == r.kind:
             state, value = "fired", as_number(run.get("stop_value"))
         elif r.kind == "nonfinite":
             m = metrics.get(r.metric or "loss")
@@ -141,7 +139,7 @@ def run_row(
             every = campaign.variant(run["variant"]).checkpoint_every_s
         except KeyError:
             every = None
-    running = run["state"] == "running"
+    running = run["state"] == RunState.RUNNING
     started = run.get("attempt_started_at") or run.get("launched_at")
     latest = max(ckpts, key=lambda c: ((c.get("step") if c.get("step") is not None else -1), c["t"])) if ckpts else None
     next_ckpt = None
@@ -266,10 +264,10 @@ def build_snapshot(
         run_row(r, campaign, metrics.get(r["id"], {}), progress.get(r["id"], {}), ckpts_by_run.get(r["id"], []), now)
         for r in runs
     ]
-    queued = sorted((r for r in runs if r["state"] == "queued"), key=order_key(campaign))
+    queued = sorted((r for r in runs if r["state"] == RunState.QUEUED), key=order_key(campaign))
     gpus, nvml_error = gpu_info(nvml)
     if slots is None:
-        slots = {"total": None, "busy": sum(1 for r in runs if r["state"] == "running")}
+        slots = {"total": None, "busy": sum(1 for r in runs if r["state"] == RunState.RUNNING)}
     variants = [
         {
             "name": v.name,
@@ -327,7 +325,7 @@ def _settle_offline(row: dict) -> None:
     nobody records its end, and a whole-host kill leaves the ledger saying `running` for a run
     that is gone. Its supervisor (pid and start time) still alive: running. Gone: the state the
     runner will record at the next `up`, from the same files (INTERNALS.md)."""
-    if row.get("state") != "running" or not row.get("run_dir"):
+    if row.get("state") != RunState.RUNNING or not row.get("run_dir"):
         return
     from campaign_train.atomic import read_json
     from runner.daemon.watcher import derive_end
@@ -342,5 +340,5 @@ def _settle_offline(row: dict) -> None:
         return
     state, reason = derive_end(read_json(run_dir / "exit.json"), read_json(run_dir / "verdict.json"), attempt)
     row["state"], row["pid"], row["next_checkpoint_seconds"] = state, None, None
-    if state != "finished":
+    if state != RunState.FINISHED:
         row["stop_reason"] = reason or row.get("stop_reason")

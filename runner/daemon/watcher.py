@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign_train.atomic import read_json
+from runner.ledger.states import RunState
 from runner.ledger.store import Ledger
 from runner.supervision.metric_stream import MetricStream, RegexMetrics
 
@@ -29,26 +30,26 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tuple[str, str | None]:
+def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tuple[RunState, str | None]:
     """(state, reason) for an attempt whose supervisor is gone (INTERNALS.md)."""
     judged = isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt
     if not isinstance(exit_info, dict) or exit_info.get("attempt", attempt) != attempt:
         if judged:  # its rule had fired: the run is stopped by it, though the supervisor died after
-            return "stopped", str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
-        return "failed", "supervisor lost: it ended without writing exit.json"
+            return RunState.STOPPED, str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
+        return RunState.FAILED, "supervisor lost: it ended without writing exit.json"
     if judged:
-        return "stopped", str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
+        return RunState.STOPPED, str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
     if exit_info.get("killed_by") == "abort":
-        return "aborted", None
+        return RunState.ABORTED, None
     if exit_info.get("returncode") == 0:
-        return "finished", None
+        return RunState.FINISHED, None
     if exit_info.get("error"):
-        return "failed", str(exit_info["error"])
+        return RunState.FAILED, str(exit_info["error"])
     if exit_info.get("signal"):
         name = exit_info.get("signal_name") or f"signal {exit_info['signal']}"
         by = exit_info.get("killed_by")
-        return "failed", f"ended by {name}" + (f" ({by})" if by else "")
-    return "failed", f"exit code {exit_info.get('returncode')}"
+        return RunState.FAILED, f"ended by {name}" + (f" ({by})" if by else "")
+    return RunState.FAILED, f"exit code {exit_info.get('returncode')}"
 
 
 class RunWatch:

@@ -19,6 +19,7 @@ from typing import Any
 
 from runner.campaign.model import Campaign
 from runner.ledger import store as L
+from runner.ledger.states import RunState
 
 REASON_VERIFIED = "wrap-up before the retrieval deadline: stopped at its verified checkpoint (step {step})"
 REASON_DEADLINE = "wrap-up: no verified checkpoint after the request; stopped at the retrieval deadline"
@@ -118,7 +119,7 @@ class WrapUp:
             if rid in self.stopped:
                 continue
             run = self.ledger.run(rid) or {}
-            if run.get("state") != "running":
+            if run.get("state") != RunState.RUNNING:
                 self.stopped.setdefault(rid, f"ended on its own ({run.get('state')})")
                 continue
             row = self.ledger.conn.execute(

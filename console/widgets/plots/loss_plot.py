@@ -18,6 +18,7 @@ from textual.widget import Widget
 from console.metrics_tail import MetricTails
 from console.plot_canvas import Trace, render_plot
 from console.series import ema
+from runner.ledger.states import RunState
 
 SMOOTHING = (0.0, 0.6, 0.9)
 PALETTE = ("bright_magenta", "green", "yellow", "bright_blue", "red", "bright_cyan", "white", "magenta")
@@ -45,9 +46,9 @@ class LossPlot(Widget):
     # -- data ---------------------------------------------------------------------------------
     def set_runs(self, runs: list[dict], selected: str | None, control_variant: str | None) -> None:
         self.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
-        self.running = [str(r["id"]) for r in runs if r.get("state") == "running"]
+        self.running = [str(r["id"]) for r in runs if r.get("state") == RunState.RUNNING]
         control_runs = [r for r in runs if r.get("variant") == control_variant]
-        best = [r for r in control_runs if r.get("state") in ("running", "finished")] or control_runs
+        best = [r for r in control_runs if r.get("state") in (RunState.RUNNING, RunState.FINISHED)] or control_runs
         self.control_run = str(best[-1]["id"]) if best else None
         if selected != self.selected:
             self.selected = selected

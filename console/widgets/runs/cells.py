@@ -12,20 +12,19 @@ import math
 from rich.text import Text
 
 from console.fmt import as_float, fmt_loss, format_duration
+from runner.ledger.states import ACTIVE_STATES, ENDED_WITH_REASON, RunState
 
 STATE_STYLE = {
-    "running": "bold green",
-    "queued": "cyan",
-    "finished": "blue",
-    "failed": "bold red",
-    "stopped": "bold magenta",
-    "aborted": "yellow",
-    "refused": "red",
+    RunState.RUNNING: "bold green",
+    RunState.QUEUED: "cyan",
+    RunState.FINISHED: "blue",
+    RunState.FAILED: "bold red",
+    RunState.STOPPED: "bold magenta",
+    RunState.ABORTED: "yellow",
+    RunState.REFUSED: "red",
 }
 CATEGORY_MARK = {"essential": "E", "useful": "U", "exploratory": "X"}
 CATEGORY_STYLE = {"essential": "bold", "useful": "", "exploratory": "magenta"}
-ENDED_WITH_REASON = ("stopped", "aborted", "failed", "refused")
-ACTIVE = ("running",)
 
 
 def id_cell(run: dict, compact: bool) -> Text:
@@ -35,7 +34,7 @@ def id_cell(run: dict, compact: bool) -> Text:
         cat = str(run.get("category") or "")
         text.append(CATEGORY_MARK.get(cat, "?"), style=CATEGORY_STYLE.get(cat, "dim"))
         text.append(" ")
-    text.append(str(run.get("id")), style="bold" if state in ACTIVE else "")
+    text.append(str(run.get("id")), style="bold" if state in ACTIVE_STATES else "")
     return text
 
 
@@ -101,7 +100,7 @@ def hours_cell(run: dict) -> Text:
     planned = as_float(run.get("planned_hours"))
     elapsed = as_float(run.get("elapsed_seconds"))
     scale, unit = hours_unit(planned)
-    never_ran = run.get("state") == "queued" or (not elapsed and run.get("launched_at") is None)
+    never_ran = run.get("state") == RunState.QUEUED or (not elapsed and run.get("launched_at") is None)
     used = None if elapsed is None or never_ran else elapsed / 3600.0
     if used is None and planned is None:
         return Text("-", style="dim")
@@ -130,7 +129,7 @@ def planned_cell(run: dict, key: str) -> Text:
 def checkpoint_cell(run: dict) -> Text:
     """Running: the countdown to the next checkpoint, an alarm once overdue. Otherwise the latest
     checkpoint's step and whether it was verified (what a resume would start from)."""
-    if run.get("state") not in ACTIVE:
+    if run.get("state") not in ACTIVE_STATES:
         step = run.get("checkpoint_step")
         if step is None:
             return Text("-", style="dim")
@@ -152,7 +151,7 @@ def rules_cell(run: dict) -> Text:
     state = run.get("state")
     if state in ENDED_WITH_REASON and (run.get("stop_reason") or run.get("stop_rule")):
         reason = run.get("stop_reason") or run.get("stop_rule")
-        return Text(f"✗ {reason}", style="bold red" if state == "stopped" else "yellow")
+        return Text(f"✗ {reason}", style="bold red" if state == RunState.STOPPED else "yellow")
     rules = run.get("rules") or []
     fired = [r for r in rules if r.get("state") == "fired"]
     if fired:
@@ -163,7 +162,7 @@ def rules_cell(run: dict) -> Text:
         )
     if not rules:
         return Text("-", style="dim")
-    if state == "queued":  # nothing to judge before it runs
+    if state == RunState.QUEUED:  # nothing to judge before it runs
         return Text(f"{len(rules)} rule{'' if len(rules) == 1 else 's'}", style="dim")
     waiting = sum(1 for r in rules if r.get("state") == "waiting")
     ok = len(rules) - waiting
