@@ -104,15 +104,16 @@ class CampaignConsole(App):
 
     async def tick(self) -> None:
         """One refresh: status, GPUs and metric lines, then the screen. Never overlaps itself."""
-        if self._ticking or self.main_screen is None:
+        screen = self.main_screen
+        if self._ticking or screen is None:
             return
         self._ticking = True
         try:
-            await self._tick()
+            await self._tick(screen)
         finally:
             self._ticking = False
 
-    async def _tick(self) -> None:
+    async def _tick(self, screen: MainScreen) -> None:
         now = self.clock()
         try:
             snap = await self.source.status()
@@ -132,14 +133,14 @@ class CampaignConsole(App):
             self.snapshot = snap
         snap = self.snapshot or {}
         runs = snap.get("runs") or []
-        plot = self.main_screen.query_one(LossPlot)
+        plot = screen.query_one(LossPlot)
         plot.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
         pids = {str(r["id"]): r.get("pid") for r in runs if r.get("state") == RunState.RUNNING}
         root = (snap.get("campaign") or {}).get("root") or (str(self.campaign.root) if self.campaign else None)
         self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
         plot.apply(batch)
         expiry = expiry_at(snap.get("bundle") or {}, now, self.warn_hours)
-        self.main_screen.show(
+        screen.show(
             snap,
             expiry,
             self.gpu_reading,

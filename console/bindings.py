@@ -28,7 +28,7 @@ ACTIONS: tuple[tuple[str, str, str, str, str, bool], ...] = (
 BINDING_IDS = {a[0] for a in ACTIONS}
 
 
-def main_bindings() -> list[Binding]:
+def main_bindings() -> list[Binding | tuple[str, str] | tuple[str, str, str]]:
     return [
         Binding(key, action, label, show=show, id=bid, tooltip=help_)
         for bid, key, action, label, help_, show in ACTIONS

@@ -9,6 +9,7 @@ import datetime as dt
 import getpass
 import socket
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -19,7 +20,7 @@ SHOW_DECIDED_SECONDS = 120.0  # the banner recalls a fresh decision this long
 
 
 def awaiting(pilot: dict | None) -> bool:
-    return bool(pilot) and pilot.get("state") == "awaiting_decision"
+    return pilot is not None and pilot.get("state") == "awaiting_decision"
 
 
 def hours_words(hours: float | None) -> str:
@@ -119,13 +120,14 @@ def estimate_table(estimate: dict | None) -> Table:
     """Each item still to run: its state, planned time, time used and time left (minutes for items
     planned under an hour). Items already done or cut have nothing left to estimate."""
     t = Table(box=None, pad_edge=False, expand=False, show_edge=False)
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("variant", "left"),
         ("state", "left"),
         ("plan", "right"),
         ("used", "right"),
         ("left", "right"),
-    ):
+    )
+    for name, justify in columns:
         t.add_column(name, justify=justify, no_wrap=True)
     for item in (estimate or {}).get("items") or []:
         if item.get("state") in ("done", "cut"):

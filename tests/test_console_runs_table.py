@@ -112,7 +112,7 @@ async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_pat
         await app.tick()
         await pilot.pause()
         table = app.main_screen.query_one(RunsTable)
-        assert table.layout == "compact"
+        assert table.layout_name == "compact"
         text = screen_text(app)
         assert "E control-3f9a1c20" in text and "X lr-x1000-c0ffee11" in text
         assert all(len(line) <= 80 for line in text.splitlines())
@@ -128,7 +128,7 @@ async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_pat
         await pilot.pause()
         await app.tick()
         await pilot.pause()
-        assert table.layout == "full"
+        assert table.layout_name == "full"
         assert table.selected_run == "lr-x3-8be01d47"  # the rebuild kept the cursor
         text = screen_text(app)
         for label in ("category", "elapsed", "plan", "expect", "next ckpt"):

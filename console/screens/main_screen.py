@@ -6,6 +6,8 @@ snapshot (`show`). Actions act on the selected run and go to the runner through 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
@@ -26,8 +28,16 @@ from console.widgets.plots.loss_plot import LossPlot
 from console.widgets.runs.runs_table import RunsTable
 from runner.ledger.states import PENDING_STATES, RESUMABLE_STATES, RunState
 
+if TYPE_CHECKING:
+    from console.app import CampaignConsole
+
 
 class MainScreen(Screen):
+    @property
+    def console_app(self) -> CampaignConsole:
+        """The app with its fields typed: this screen lives only inside the campaign console."""
+        return cast("CampaignConsole", self.app)
+
     BINDINGS = main_bindings()
 
     def compose(self) -> ComposeResult:
@@ -101,7 +111,7 @@ class MainScreen(Screen):
 
     def selected_row(self) -> dict | None:
         rid = self.selected_run
-        for r in (self.app.snapshot or {}).get("runs") or []:
+        for r in (self.console_app.snapshot or {}).get("runs") or []:
             if r.get("id") == rid:
                 return r
         return None
@@ -117,17 +127,17 @@ class MainScreen(Screen):
     # -- actions ------------------------------------------------------------------------------
     async def action_start_next(self) -> None:
         """The first queued variant, else the first declared variant that has no run yet."""
-        snap = self.app.snapshot or {}
+        snap = self.console_app.snapshot or {}
         queue = snap.get("queue") or []
         fresh = [v.get("name") for v in snap.get("variants") or [] if not v.get("runs")]
         name = queue[0] if queue else (fresh[0] if fresh else None)
         if name is None:
             self.notify("nothing left to start: every variant has a run (s starts a chosen one)", severity="warning")
             return
-        await self.app.act("start", "start", variant=name)
+        await self.console_app.act("start", "start", variant=name)
 
     def action_start_variant(self) -> None:
-        snap = self.app.snapshot or {}
+        snap = self.console_app.snapshot or {}
         variants = snap.get("variants") or []
         if not variants:
             self.notify("no variants known yet (the runner has not answered)", severity="warning")
@@ -135,9 +145,9 @@ class MainScreen(Screen):
 
         async def chosen(name: str | None) -> None:
             if name:
-                await self.app.act("start", "start", variant=name)
+                await self.console_app.act("start", "start", variant=name)
 
-        self.app.push_screen(StartDialog(variants, snap.get("queue") or []), chosen)
+        self.console_app.push_screen(StartDialog(variants, snap.get("queue") or []), chosen)
 
     def action_abort(self) -> None:
         row = self.selected_row()
@@ -150,9 +160,9 @@ class MainScreen(Screen):
 
         async def confirmed(reason: str | None) -> None:
             if reason:
-                await self.app.act("abort", "abort", run=row["id"], reason=reason)
+                await self.console_app.act("abort", "abort", run=row["id"], reason=reason)
 
-        self.app.push_screen(AbortDialog(row["id"]), confirmed)
+        self.console_app.push_screen(AbortDialog(row["id"]), confirmed)
 
     async def action_resume(self) -> None:
         row = self.selected_row()
@@ -164,14 +174,14 @@ class MainScreen(Screen):
                 f"{row['id']} is {row.get('state')}: only stopped, failed or aborted runs resume", severity="warning"
             )
             return
-        await self.app.act("resume", "resume", run=row["id"])
+        await self.console_app.act("resume", "resume", run=row["id"])
 
     async def action_checkpoint(self) -> None:
         row = self.selected_row()
         if row is None or row.get("state") != RunState.RUNNING:
             self.notify("select a running run to checkpoint", severity="warning")
             return
-        await self.app.act("checkpoint", "checkpoint", run=row["id"])
+        await self.console_app.act("checkpoint", "checkpoint", run=row["id"])
 
     def action_detail(self) -> None:
         rid = self.selected_run
@@ -180,19 +190,23 @@ class MainScreen(Screen):
             return
         from console.screens.run_detail import RunDetailScreen
 
-        self.app.push_screen(RunDetailScreen(rid))
+        self.console_app.push_screen(RunDetailScreen(rid))
 
     def action_plan(self) -> None:
         from console.screens.plan_screen import PlanScreen
 
-        self.app.push_screen(PlanScreen(self.app.campaign))
+        self.console_app.push_screen(PlanScreen(self.console_app.campaign))
 
     def action_retrieval(self) -> None:
         from console.screens.retrieval_screen import RetrievalScreen
 
-        self.app.push_screen(
+        self.console_app.push_screen(
             RetrievalScreen(
-                self.app.snapshot or {}, self.app.output_dir, now=self.app.clock(), tz=self.app.tz, ssh=self.app.ssh
+                self.console_app.snapshot or {},
+                self.console_app.output_dir,
+                now=self.console_app.clock(),
+                tz=self.console_app.tz,
+                ssh=self.console_app.ssh,
             )
         )
 
@@ -200,7 +214,7 @@ class MainScreen(Screen):
         from console.screens.wrapup_dialog import WrapUpDialog
         from console.wrapup_view import wrap_up_of
 
-        wrap = wrap_up_of(self.app.snapshot or {})
+        wrap = wrap_up_of(self.console_app.snapshot or {})
         if wrap is None:
             self.notify(
                 'no wrap-up set: add wrap_up = "45m" to [bundle] (or `campaign wrap-up --at`)', severity="warning"
@@ -209,12 +223,12 @@ class MainScreen(Screen):
 
         async def chosen(answer: dict | None) -> None:
             if answer:
-                await self.app.act("wrap_up", "wrap-up", who="console", **answer)
+                await self.console_app.act("wrap_up", "wrap-up", who="console", **answer)
 
-        self.app.push_screen(WrapUpDialog(wrap, self.app.clock()), chosen)
+        self.console_app.push_screen(WrapUpDialog(wrap, self.console_app.clock()), chosen)
 
     def action_decide(self) -> None:
-        snap = self.app.snapshot or {}
+        snap = self.console_app.snapshot or {}
         pilot = snap.get("pilot")
         if not pilot:
             self.notify(
@@ -226,17 +240,17 @@ class MainScreen(Screen):
 
         async def chosen(answer: dict | None) -> None:
             if answer:
-                await self.app.act("decide", "the decision", who=who(), **answer)
+                await self.console_app.act("decide", "the decision", who=who(), **answer)
 
-        self.app.push_screen(PilotDialog(pilot, snap.get("variants") or [], tz=self.app.tz), chosen)
+        self.console_app.push_screen(PilotDialog(pilot, snap.get("variants") or [], tz=self.console_app.tz), chosen)
 
     def action_report(self) -> None:
-        if self.app.campaign is None:
+        if self.console_app.campaign is None:
             self.notify("no campaign file known to this console: no report", severity="warning")
             return
         from console.screens.report_screen import ReportScreen
 
-        self.app.push_screen(ReportScreen(self.app.campaign))
+        self.console_app.push_screen(ReportScreen(self.console_app.campaign))
 
     def action_plot_view(self) -> None:
         plot = self.query_one(LossPlot)
@@ -251,4 +265,4 @@ class MainScreen(Screen):
         plot.smoothing_index = (plot.smoothing_index + 1) % 3
 
     def action_quit_console(self) -> None:
-        self.app.exit(0)
+        self.console_app.exit(0)

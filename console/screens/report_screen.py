@@ -10,7 +10,7 @@ The console process itself never imports torch (the children do).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.markdown import Markdown
 from rich.text import Text
@@ -60,7 +60,16 @@ def summary_line(data: dict) -> Text:
     return text
 
 
+if TYPE_CHECKING:
+    from console.app import CampaignConsole
+
+
 class ReportScreen(Screen):
+    @property
+    def console_app(self) -> CampaignConsole:
+        """The app with its fields typed: this screen lives only inside the campaign console."""
+        return cast("CampaignConsole", self.app)
+
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "back", id="report.back"),
         Binding("g", "rebuild", "rebuild", id="report.rebuild"),
@@ -97,12 +106,12 @@ class ReportScreen(Screen):
 
     @work(thread=True, exclusive=True, group="report")
     def build(self) -> None:
-        now = self.now if self.now is not None else self.app.clock()
+        now = self.now if self.now is not None else self.console_app.clock()
         try:
             (data, markdown), error = build_page(self.campaign, now), None
         except Exception as exc:  # shown, never a crash: the console keeps running
             data, markdown, error = {}, None, f"{type(exc).__name__}: {exc}"
-        self.app.call_from_thread(self.show, data, markdown, error)
+        self.console_app.call_from_thread(self.show, data, markdown, error)
 
     def show(self, data: dict, markdown: str | None, error: str | None) -> None:
         self.data, self.markdown, self.error = data, markdown, error

@@ -38,11 +38,11 @@ class RetrievalScreen(Screen):
         head = Text()
         head.append("Retrieval", style="bold")
         head.append(f" — files must be off the host by {fmt_iso_local(bundle.get('retrieve_by'), self.tz)}")
-        rb = bundle.get("retrieve_by")
-        if rb:
-            from console.fmt import parse_iso
+        from console.fmt import parse_iso
 
-            left = parse_iso(rb).timestamp() - self.now
+        when = parse_iso(bundle.get("retrieve_by"))
+        if when is not None:
+            left = when.timestamp() - self.now
             head.append(
                 f" ({'in ' + fmt_span(left) if left > 0 else 'PAST, ' + fmt_span(-left) + ' ago'})",
                 style="bold" if left > 0 else "bold red",

@@ -3,6 +3,8 @@ why not) and the last lines of its log — the runner's `run_detail` answer."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -127,7 +129,16 @@ def checkpoints_table(detail: dict) -> Table:
     return t
 
 
+if TYPE_CHECKING:
+    from console.app import CampaignConsole
+
+
 class RunDetailScreen(Screen):
+    @property
+    def console_app(self) -> CampaignConsole:
+        """The app with its fields typed: this screen lives only inside the campaign console."""
+        return cast("CampaignConsole", self.app)
+
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "back", id="detail.back"),
         Binding("g", "reload", "reload", id="detail.reload"),
@@ -163,7 +174,7 @@ class RunDetailScreen(Screen):
     @work(exclusive=True, group="detail")
     async def load(self) -> None:
         try:
-            detail = await self.app.source.request("run_detail", run=self.run_id)
+            detail = await self.console_app.source.request("run_detail", run=self.run_id)
         except SourceError as exc:
             self.query_one("#config", Static).update(Text(f"cannot load the detail: {exc}", style="red"))
             return

@@ -9,8 +9,9 @@ _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_SECONDS = 10 * 366 * 86400.0
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in `text`; raises ValueError with a readable reason when it does not parse."""
+def parse_duration(text: object) -> float:
+    """Seconds in `text`; raises ValueError with a readable reason when it does not parse (or is not
+    a string: a campaign file can hold any TOML value there)."""
     if not isinstance(text, str):
         raise ValueError(f'expected a duration such as "30m", got {text!r}')
     s = text.strip().lower().replace(" ", "")

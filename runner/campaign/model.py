@@ -13,7 +13,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from runner.campaign.catalog import load_catalog
 from runner.campaign.durations import duration_words, parse_duration
@@ -368,6 +368,21 @@ class _Reader:
                 raise self.fail(f"must be a finite number, got {value!r}", table, index, key)
         return value
 
+    @overload
+    def str_list(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = ...,
+        *,
+        required: Literal[True],
+        non_empty: bool = ...,
+    ) -> tuple[str, ...]: ...
+    @overload
+    def str_list(
+        self, tbl: dict, key: str, table: str, index: int | None = ..., *, required: bool = ..., non_empty: bool = ...
+    ) -> tuple[str, ...] | None: ...
     def str_list(
         self,
         tbl: dict,
@@ -387,6 +402,14 @@ class _Reader:
             raise self.fail("must not be empty", table, index, key)
         return tuple(value)
 
+    @overload
+    def duration(
+        self, tbl: dict, key: str, table: str, index: int | None = ..., *, required: Literal[True]
+    ) -> float: ...
+    @overload
+    def duration(
+        self, tbl: dict, key: str, table: str, index: int | None = ..., *, required: bool = ...
+    ) -> float | None: ...
     def duration(
         self, tbl: dict, key: str, table: str, index: int | None = None, *, required: bool = False
     ) -> float | None:
@@ -398,6 +421,43 @@ class _Reader:
         except ValueError as exc:
             raise self.fail(str(exc), table, index, key) from None
 
+    @overload
+    def positive(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = ...,
+        *,
+        required: Literal[True],
+        allow_zero: bool = ...,
+        upto: float = ...,
+    ) -> float: ...
+    @overload
+    def positive(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = ...,
+        *,
+        default: float,
+        allow_zero: bool = ...,
+        upto: float = ...,
+    ) -> float: ...
+    @overload
+    def positive(
+        self,
+        tbl: dict,
+        key: str,
+        table: str,
+        index: int | None = ...,
+        *,
+        required: bool = ...,
+        default: None = ...,
+        allow_zero: bool = ...,
+        upto: float = ...,
+    ) -> float | None: ...
     def positive(
         self,
         tbl: dict,

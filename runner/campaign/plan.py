@@ -126,7 +126,9 @@ def longer_plans(campaign: Campaign, sched: Schedule) -> list[Option]:
     b = campaign.bundle
     offer = load_catalog(b.catalog).find(b.provider, b.gpu)
     out: list[Option] = []
-    for days in sorted(d for d in (offer.days if offer else ()) if d > b.days):
+    if offer is None:  # not in the catalog: no longer plan to offer
+        return out
+    for days in sorted(d for d in offer.days if d > b.days):
         price = offer.price(days)
         window = days * 24.0
         fits = sched.fits_in(window)

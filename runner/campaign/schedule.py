@@ -343,6 +343,8 @@ def _run_variants(
             ready = max(free[h][g] for g in order)
             if best is None or ready < best[0] - 1e-12:
                 best = (ready, h, sorted(order))
+        if best is None:  # the bundle rents at least one GPU (the campaign file says so)
+            raise ValueError(f"no host to place {name} on")
         ready, h, gpus = best
         end = ready + v.hours
         for g in gpus:

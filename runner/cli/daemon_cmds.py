@@ -85,7 +85,7 @@ def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
     _ensure(campaign)
 
 
-def _request(campaign: Campaign, op: str, **args) -> dict | None:
+def _request(campaign: Campaign | StatePaths, op: str, **args) -> dict | None:
     try:
         return client.request(campaign, op, **args)
     except client.RequestFailed as exc:

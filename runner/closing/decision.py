@@ -74,7 +74,7 @@ def answer_question(
             (),
         )
     control_value = final_value(control, rule.metric)
-    if not _finite(control_value):
+    if control_value is None or not math.isfinite(control_value):
         return Answer(
             f"No conclusion: the approved control run {control.run.id} reported no finite "
             f"{rule.metric} (last value: {_fmt(control_value)}).",
@@ -90,7 +90,7 @@ def answer_question(
             continue
         value = final_value(check, rule.metric)
         gain = None
-        if _finite(value):
+        if value is not None and math.isfinite(value):
             gain = (value - control_value) if rule.higher_is_better else (control_value - value)
         comparisons.append(
             Comparison(
@@ -128,9 +128,9 @@ def answer_question(
             f"'{rule.control}' by at least {rule.min_gain:g}."
         )
         return Answer(sentence, "positive", tuple(comparisons), control.run.id, control_value, winners)
-    scored = [c for c in comparisons if c.gain is not None]
-    best = max(scored, key=lambda c: c.gain) if scored else None
-    best_txt = f" (best: {best.variant}, gain {best.gain:+.4g})" if best else ""
+    scored = [(c.gain, c.variant) for c in comparisons if c.gain is not None]
+    best = max(scored) if scored else None
+    best_txt = f" (best: {best[1]}, gain {best[0]:+.4g})" if best else ""
     untested = [n for n in others if n not in latest]
     missing = f"; not approved, so not compared: {', '.join(untested)}" if untested else ""
     return Answer(
@@ -167,10 +167,6 @@ def _variant_order(campaign: Campaign, name: str) -> int:
         if v.name == name:
             return i
     return len(campaign.variants)
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 def _fmt(value: float | None) -> str:

@@ -238,21 +238,21 @@ def verify_campaign(
         if own and conn is not None:
             conn.close()
     # Reload the final artifacts of runs that passed everything else, in a fresh interpreter.
-    todo = [c for c in checks if c.approved and c.artifact is not None]
+    todo = [(c, c.artifact) for c in checks if c.approved and c.artifact is not None]
     # one grading interpreter per run's Python (the tool's own when it has torch)
-    by_python: dict[str, list[RunCheck]] = {}
-    for c in todo:
+    by_python: dict[str, list[tuple[RunCheck, Path]]] = {}
+    for c, artifact in todo:
         command = c.run.frozen_variant.get("command")
         python = grader_python(command if isinstance(command, list) else None, campaign.root)
-        by_python.setdefault(python, []).append(c)
-    pairs: list[tuple[RunCheck, dict[str, Any]]] = []
+        by_python.setdefault(python, []).append((c, artifact))
+    pairs: list[tuple[tuple[RunCheck, Path], dict[str, Any]]] = []
     for python, group in by_python.items():
-        pairs += zip(group, reload_artifacts([c.artifact for c in group], reload_timeout, python=python))
-    for c, result in pairs:
+        pairs += zip(group, reload_artifacts([artifact for _, artifact in group], reload_timeout, python=python))
+    for (c, artifact), result in pairs:
         c.artifact_check = result
         if not result.get("verified"):
             why = "; ".join(result.get("problems") or []) or f"grade {result.get('grade')}"
-            c.problems.append(f"does not reload: {_shown(campaign, c.artifact)}: {why}")
+            c.problems.append(f"does not reload: {_shown(campaign, artifact)}: {why}")
     counted: dict[str, str] = {}
     for c in checks:
         if c.approved:

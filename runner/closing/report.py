@@ -141,8 +141,8 @@ class Report:
             self.answer.conclusion,
             "",
         ]
-        if self.answer.comparisons:
-            d = self.campaign.decision
+        d = self.campaign.decision
+        if self.answer.comparisons and d is not None:
             out.append(
                 f"Decision rule, fixed before the trial: {d.metric}, "
                 f"{'higher' if d.higher_is_better else 'lower'} is better, minimum gain {d.min_gain:g} "

@@ -194,7 +194,7 @@ class AsyncClient:
     async def request(self, op: str, **args: Any) -> Any:
         async with self._lock:
             for attempt in (1, 2):
-                if self._writer is None:
+                if self._writer is None or self._reader is None:
                     self._reader, self._writer = await self._open()
                 req_id = next(self._ids)
                 try:

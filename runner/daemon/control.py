@@ -128,7 +128,7 @@ def gather_logind_facts(env: dict[str, str] | None = None) -> LogindFacts:
         except OSError:
             pass
     runtime = env.get("XDG_RUNTIME_DIR")
-    user_manager = bool(runtime) and Path(runtime, "systemd", "private").exists()
+    user_manager = bool(runtime and Path(runtime, "systemd", "private").exists())
     return LogindFacts(
         kill_user_processes=kup,
         logind_conf="\n".join(conf_parts) or None,
@@ -339,12 +339,12 @@ def down(campaign: Any, *, abort_runs: bool = False, timeout: float = 90.0) -> D
         else:
             what = "; runs go on and are re-adopted at the next `campaign up`"
         if _wait_gone(info, paths, timeout):
-            return DownResult(True, info and info.get("pid"), "the runner stopped" + what)
+            return DownResult(True, info.get("pid") if info else None, "the runner stopped" + what)
         raise RunnerUnavailable(
             f"the runner (pid {info and info.get('pid')}) was asked to stop but is "
             f"still running after {timeout:g} s; see {paths.log}"
         )
-    if not is_our_runner(info, paths):
+    if info is None or not is_our_runner(info, paths):
         return DownResult(False, None, "the runner is not running")
     pid = info["pid"]
     os.kill(pid, signal.SIGTERM)

@@ -37,7 +37,7 @@ from runner.daemon.slots import SlotPlan, initial_queue, order_key
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
 from runner.import_paths import tool_env
-from runner.ledger.states import PENDING_STATES, RunState
+from runner.ledger.states import PENDING_STATES, TERMINAL_STATES, RunState
 from runner.ledger.store import Ledger
 from runner.supervision import kept_copy, proctree
 from runner.supervision.checkpoints import grade_now, step_of, verify_path_for
@@ -151,7 +151,7 @@ class RunManager:
         run_dir = self.campaign.runs_dir / rid
         run_dir.mkdir(parents=True, exist_ok=True)
         now = time.time()
-        frozen = {
+        frozen: dict[str, Any] = {
             "run": {
                 "id": rid,
                 "variant": variant.name,
@@ -613,10 +613,10 @@ class RunManager:
         before the end and its event were one transaction, killed between the two) gets its end
         event back, marked `repaired`."""
         repaired = []
-        kinds = ("launched", "resumed", "queued", *ENDED)
+        kinds = ("launched", "resumed", "queued", *sorted(TERMINAL_STATES))
         marks = ",".join("?" * len(kinds))
         for run in self.ledger.runs():
-            if run["state"] not in ENDED:
+            if run["state"] not in TERMINAL_STATES:
                 continue
             last = self.ledger.conn.execute(
                 f"SELECT kind FROM events WHERE run_id=? AND kind IN ({marks}) ORDER BY seq DESC LIMIT 1",
@@ -643,7 +643,7 @@ class RunManager:
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return run
         launch = read_json(Path(run["run_dir"]) / "launch.json") or {}
-        cols = dict(
+        cols: dict[str, Any] = dict(
             state=RunState.RUNNING,
             attempts=attempt,
             supervisor_pid=sup.get("pid"),

@@ -9,6 +9,7 @@ with the same functions (tests replay recorded answers through one).
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -58,14 +59,14 @@ class Nvml:
         self.error: str | None = None
         self._handles: list[Any] = []
         self._names: list[str | None] = []
+        self._nv: Any = None  # the pynvml module (or a stand-in); no handles unless it initialised
         try:
-            if backend is None:
-                import pynvml as backend  # nvidia-ml-py
-            self._nv = backend
-            backend.nvmlInit()
-            count = backend.nvmlDeviceGetCount()
-            self._handles = [backend.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-            self._names = [self._call(backend.nvmlDeviceGetName, h) for h in self._handles]
+            nv: Any = backend if backend is not None else importlib.import_module("pynvml")  # nvidia-ml-py
+            self._nv = nv
+            nv.nvmlInit()
+            count = nv.nvmlDeviceGetCount()
+            self._handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self._names = [self._call(nv.nvmlDeviceGetName, h) for h in self._handles]
             self._names = [n.decode() if isinstance(n, bytes) else n for n in self._names]
             if count == 0:
                 self.error = "NVML found no GPU on this host"
@@ -98,7 +99,7 @@ class Nvml:
         """Every device once: utilisation, memory, temperature, power. Cheap (microseconds each)."""
         out = []
         with self._lock:
-            nv = getattr(self, "_nv", None)
+            nv = self._nv
             for i, h in enumerate(self._handles):
                 util = self._call(nv.nvmlDeviceGetUtilizationRates, h)
                 mem = self._call(nv.nvmlDeviceGetMemoryInfo, h)
@@ -121,7 +122,7 @@ class Nvml:
         """Compute processes on every GPU. Milliseconds a call: poll every few seconds, not every tick."""
         out: list[GpuProcess] = []
         with self._lock:
-            nv = getattr(self, "_nv", None)
+            nv = self._nv
             for i, h in enumerate(self._handles):
                 procs = self._call(nv.nvmlDeviceGetComputeRunningProcesses, h) or []
                 for p in procs:

@@ -374,7 +374,7 @@ class Daemon:
             out = m.enqueue(_text(args, "variant"), why="start")
             m.schedule()
             run = self.ledger.run(out["run"]) or {}
-            held = m.hold.held and run.get("state") == "queued" and run.get("variant") not in m.hold.allowed
+            held = m.hold.held and run.get("state") == RunState.QUEUED and run.get("variant") not in m.hold.allowed
             held = held and not run.get("attempts")
             return {
                 **out,
@@ -391,7 +391,7 @@ class Daemon:
             return {
                 **out,
                 "state": run.get("state", out["state"]),
-                **({"reason": run["stop_reason"]} if run.get("state") == "refused" else {}),
+                **({"reason": run["stop_reason"]} if run.get("state") == RunState.REFUSED else {}),
             }
         if op == "checkpoint":
             return m.signal_checkpoint(_text(args, "run"))

@@ -11,7 +11,7 @@ by phase, essential, useful, exploratory within a phase, the phase's own order w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from runner.campaign.model import Campaign
@@ -32,13 +32,13 @@ class SlotPlan:
 
 
 def plan_slots(
-    campaign: Campaign, *, gpu_count: int | None, nvml_error: str | None, env: dict[str, str] | None = None
+    campaign: Campaign, *, gpu_count: int | None, nvml_error: str | None, env: Mapping[str, str] | None = None
 ) -> SlotPlan:
     """The slots for this host. `gpu_count` from `Nvml.device_count()` (None or 0: no GPU)."""
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     rented = campaign.bundle.gpus
     gpus = gpu_count or 0
-    override = env.get(SLOTS_ENV, "").strip()
+    override = environ.get(SLOTS_ENV, "").strip()
     if override:
         try:
             n = int(override)

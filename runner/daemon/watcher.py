@@ -32,13 +32,13 @@ def _mtime(path: Path) -> float | None:
 
 def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tuple[RunState, str | None]:
     """(state, reason) for an attempt whose supervisor is gone (INTERNALS.md)."""
-    judged = isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt
+    judged = verdict if isinstance(verdict, dict) and verdict.get("attempt", attempt) == attempt else None
     if not isinstance(exit_info, dict) or exit_info.get("attempt", attempt) != attempt:
-        if judged:  # its rule had fired: the run is stopped by it, though the supervisor died after
-            return RunState.STOPPED, str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
+        if judged is not None:  # its rule had fired: the run is stopped by it, though the supervisor died after
+            return RunState.STOPPED, str(judged.get("reason") or f"rule {judged.get('kind')} broken")
         return RunState.FAILED, "supervisor lost: it ended without writing exit.json"
-    if judged:
-        return RunState.STOPPED, str(verdict.get("reason") or f"rule {verdict.get('kind')} broken")
+    if judged is not None:
+        return RunState.STOPPED, str(judged.get("reason") or f"rule {judged.get('kind')} broken")
     if exit_info.get("killed_by") == "abort":
         return RunState.ABORTED, None
     if exit_info.get("returncode") == 0:

@@ -24,7 +24,7 @@ _VOWELS = "a e i o u ai ou".split()
 
 
 def _words(rng: random.Random, n: int, taken: set[str]) -> list[str]:
-    out = []
+    out: list[str] = []
     while len(out) < n:
         w = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3)))
         if w not in taken:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from campaign_train import metrics
-from campaign_train.checkpoint import Checkpointer, resumable_loader
+from campaign_train.checkpoint import Checkpointer, ResumableSampler, resumable_loader
 from campaign_train.predictions import finish
 
 PAD, UNK = 0, 1
@@ -110,11 +110,13 @@ def main() -> int:
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warmup, max(0.0, (args.steps - s) / max(1, args.steps - warmup)))
     )
+    sampler = loader.sampler
+    assert isinstance(sampler, ResumableSampler)  # resumable_loader's own sampler
     ckpt = Checkpointer(
         model,
         opt,
         scheduler=sched,
-        sampler=loader.sampler,
+        sampler=sampler,
         every_s=float(os.environ.get("CAMPAIGN_CHECKPOINT_EVERY", "15")),
     )
     restored = ckpt.restore()
@@ -133,7 +135,7 @@ def main() -> int:
             loss.backward()
             opt.step()
             sched.step()
-            loader.sampler.advance(len(y))
+            sampler.advance(len(y))
             step += 1
             metrics.report(step, loss=loss.item(), lr=sched.get_last_lr()[0], truncated=int(cut.sum()), samples=len(y))
             if step % args.eval_every == 0 or step == args.steps:

@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _grade(holds: set[str], expected_extra: set[str] = frozenset()) -> str:
+def _grade(holds: set[str], expected_extra: AbstractSet[str] = frozenset()) -> str:
     if "model" not in holds:
         return "unreadable"
     if "optimizer" not in holds:
@@ -518,10 +519,10 @@ def verify_in_subprocess(path: str | Path, timeout: float = DEFAULT_TIMEOUT_S) -
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        res = _result(path)
-        res["problems"].append(f"verification took longer than {timeout:g} s")
-        return res
-    res = None
+        late = _result(path)
+        late["problems"].append(f"verification took longer than {timeout:g} s")
+        return late
+    res: dict[str, Any] | None = None
     for line in reversed(proc.stdout.strip().splitlines()):
         try:
             res = json.loads(line)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from runner.campaign.numbers import INT64_MAX, INT64_MIN, metric_number
 
@@ -201,7 +201,7 @@ def text_number(value: float | None, text: str | None) -> float | None:
     return None
 
 
-def _is_num(v: Any) -> bool:
+def _is_num(v: Any) -> TypeGuard[int | float]:
     return type(v) is float or (type(v) is int and INT64_MIN <= v <= INT64_MAX)
 
 

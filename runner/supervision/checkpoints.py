@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from campaign_train.atomic import read_json, write_json_atomic
 from runner.grading.interpreter import grader_python
@@ -112,8 +113,14 @@ class _Job:
         self.copy_problem: str | None = None
         self.proc: subprocess.Popen | None = None
         self.out = b""
-        self.err = None
+        self.err: IO[bytes] | None = None  # the verifier's stderr, kept for its last line
         self.started = 0.0
+
+    def pipes(self) -> tuple[subprocess.Popen, IO[bytes], IO[bytes]]:
+        """The running verifier, its stdout and its stderr file (once `_start_next` started it)."""
+        if self.proc is None or self.proc.stdout is None or self.err is None:
+            raise RuntimeError(f"no verifier running for {self.path}")
+        return self.proc, self.proc.stdout, self.err
 
 
 class CheckpointWatcher:
@@ -236,16 +243,18 @@ class CheckpointWatcher:
         except OSError as exc:
             self._record(job, None, [f"could not start the verifier: {exc}"])
             return self._start_next()
-        os.set_blocking(job.proc.stdout.fileno(), False)
-        self.sel.register(job.proc.stdout, selectors.EVENT_READ, "verify")
+        _, out, _ = job.pipes()
+        os.set_blocking(out.fileno(), False)
+        self.sel.register(out, selectors.EVENT_READ, "verify")
         self.job = job
 
     def on_ready(self, key: selectors.SelectorKey) -> None:
         job = self.job
-        if job is None or key.fileobj is not job.proc.stdout:
+        if job is None or job.proc is None or key.fileobj is not job.proc.stdout:
             return
+        _, out, _ = job.pipes()
         try:
-            data = os.read(job.proc.stdout.fileno(), 65536)
+            data = os.read(out.fileno(), 65536)
         except BlockingIOError:
             return
         if data:
@@ -261,9 +270,10 @@ class CheckpointWatcher:
             self._complete(job, timed_out=True)
 
     def _complete(self, job: _Job, timed_out: bool = False) -> None:
-        self.sel.unregister(job.proc.stdout)
-        job.proc.stdout.close()
-        rc = job.proc.wait()
+        proc, out, err = job.pipes()
+        self.sel.unregister(out)
+        out.close()
+        rc = proc.wait()
         self.job = None
         result = None
         problems: list[str] = []
@@ -273,14 +283,14 @@ class CheckpointWatcher:
             result = None
         if not isinstance(result, dict):
             result = None
-            job.err.seek(0)
-            tail = job.err.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            err.seek(0)
+            tail = err.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
             problems.append(
                 "verifier timed out"
                 if timed_out
                 else f"verifier failed (exit {rc}): {tail[-1] if tail else 'no output'}"
             )
-        job.err.close()
+        err.close()
         self._record(job, result, problems)
         self._start_next()
 
@@ -290,7 +300,7 @@ class CheckpointWatcher:
         step = job.step if job.step is not None else (result or {}).get("step")
         kept = None
         if job.snapshot is not None:
-            if verified:
+            if verified and job.sig is not None:  # the copy and its signature are taken together
                 kept = str(kept_copy.keep(job.snapshot, job.path, job.sig, step, now))
             else:
                 kept_copy.discard(job.snapshot)
@@ -328,7 +338,8 @@ class CheckpointWatcher:
                 pass
             job.proc.wait()
         if job and job.proc:  # not graded: a later attempt or scan grades it
-            self.sel.unregister(job.proc.stdout)
-            job.proc.stdout.close()
-            job.err.close()
+            _, out, err = job.pipes()
+            self.sel.unregister(out)
+            out.close()
+            err.close()
             self.job = None

@@ -194,9 +194,12 @@ class MetricStream:
 
     def poll(self, max_bytes: int = DEFAULT_READ_BYTES) -> list[dict]:
         """New complete records (at most about `max_bytes` of file read per call)."""
-        if self._fd is None and not self._open():
+        if self._fd is None:
+            self._open()
+        fd = self._fd
+        if fd is None:  # the file does not exist yet
             return []
-        size = os.fstat(self._fd).st_size
+        size = os.fstat(fd).st_size
         if size < self.offset:  # truncated in place: the writer started over
             self.restarts += 1
             self.offset = 0
@@ -206,7 +209,7 @@ class MetricStream:
             # the old file is drained; a new one took its place: follow it from its start
             self.close()
             self._pending = b""
-            if self._open():
+            if self._open() and self._fd is not None:
                 self.restarts += 1
                 records.extend(self._read(os.fstat(self._fd).st_size, max_bytes))
         return records
@@ -224,7 +227,7 @@ class MetricStream:
         """Read up to `size` (what fstat says is there: no oversized buffer is allocated)."""
         n = min(max_bytes, size - self.offset)
         self.behind = size - self.offset > max_bytes
-        if n <= 0:
+        if n <= 0 or self._fd is None:
             return []
         data = os.pread(self._fd, n, self.offset)
         if not data:

@@ -56,7 +56,7 @@ def is_alive(pid: int | None, create_time: float | None) -> bool:
 
 def process_of(pid: int | None, create_time: float | None) -> psutil.Process | None:
     """The psutil handle for a recorded identity, only when it is still that process."""
-    if not is_alive(pid, create_time):
+    if pid is None or not is_alive(pid, create_time):
         return None
     try:
         return psutil.Process(int(pid))

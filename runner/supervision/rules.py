@@ -200,23 +200,24 @@ class Judge:
             return None
         now = time.time() if now is None else now
         for j in self._timed:
+            limit = j.rule.within_s
+            if limit is None:  # the parser requires `within` for the timed kinds
+                continue
             if j.rule.kind == "stalled":
                 quiet = now - j.last_metric_at
                 j.value = round(quiet, 3)
-                if quiet > j.rule.within_s:
-                    return self._fire(
-                        j, None, quiet, now, f"no new metric for {quiet:.0f} s (limit {j.rule.within_s:g} s)"
-                    )
+                if quiet > limit:
+                    return self._fire(j, None, quiet, now, f"no new metric for {quiet:.0f} s (limit {limit:g} s)")
             elif j.verified_at is None:
                 waited = now - self.started_at
                 j.value = round(waited, 3)
-                if waited > j.rule.within_s:
+                if waited > limit:
                     return self._fire(
                         j,
                         None,
                         waited,
                         now,
-                        f"no verified checkpoint {waited:.0f} s after the start (limit {j.rule.within_s:g} s)",
+                        f"no verified checkpoint {waited:.0f} s after the start (limit {limit:g} s)",
                     )
         return None
 
@@ -224,10 +225,13 @@ class Judge:
         """The earliest time at which `tick` could fire (for the supervisor's timer)."""
         times = []
         for j in self._timed:
+            limit = j.rule.within_s
+            if limit is None:
+                continue
             if j.rule.kind == "stalled":
-                times.append(j.last_metric_at + j.rule.within_s)
+                times.append(j.last_metric_at + limit)
             elif j.verified_at is None:
-                times.append(self.started_at + j.rule.within_s)
+                times.append(self.started_at + limit)
         return min(times) if times else None
 
     def statuses(self) -> list[dict]:
@@ -247,7 +251,10 @@ class Judge:
             j.value = value
             return None  # still waiting for after_step
         j.value = value
-        broken = value < j.rule.threshold if kind == "below" else value > j.rule.threshold
+        threshold = j.rule.threshold
+        if threshold is None:  # the parser requires a threshold for below/above
+            return None
+        broken = value < threshold if kind == "below" else value > threshold
         if broken:
             word = "below" if kind == "below" else "above"
             return self._fire(
@@ -256,7 +263,7 @@ class Judge:
                 value,
                 now,
                 f"{name} = {_fmt(value)} is {word} "
-                f"{j.rule.threshold:g} at step {self.step} (judged from step {j.rule.after_step})",
+                f"{threshold:g} at step {self.step} (judged from step {j.rule.after_step})",
             )
         j.state = "ok"
         return None
@@ -271,13 +278,14 @@ class Judge:
                 continue
             frac = j.truncated / j.samples if j.samples > 0 else math.inf
             j.value = frac
-            if frac > j.rule.max_fraction:
+            limit = j.rule.max_fraction if j.rule.max_fraction is not None else 0.0  # parser default
+            if frac > limit:
                 return self._fire(
                     j,
                     "truncated",
                     frac,
                     now,
-                    f"{j.truncated:g} of {j.samples:g} inputs truncated ({frac:.2%}), limit {j.rule.max_fraction:.2%}",
+                    f"{j.truncated:g} of {j.samples:g} inputs truncated ({frac:.2%}), limit {limit:.2%}",
                 )
             j.state = "ok"
         return None

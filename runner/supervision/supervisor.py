@@ -151,6 +151,13 @@ class Supervisor:
         self.metrics_path = self.run_dir / METRICS_FILE
         self.last_data = 0.0
 
+    @property
+    def proc(self) -> subprocess.Popen:
+        """The training process; the loop and the ending run only after `start` launched it."""
+        if self.child is None:
+            raise RuntimeError("the training process has not been started")
+        return self.child
+
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
         proctree.set_child_subreaper()
@@ -176,7 +183,7 @@ class Supervisor:
             f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}: {' '.join(self.spec.argv)}"
         )
         out = subprocess.PIPE if self.spec.regex else self.log
-        self.child = subprocess.Popen(
+        child = self.child = subprocess.Popen(
             self.spec.argv,
             cwd=self.spec.root,
             env=self.spec.environment(),
@@ -186,20 +193,20 @@ class Supervisor:
             start_new_session=True,
             close_fds=True,
         )
-        self.child_ident = proctree.identity_of(self.child.pid)
-        if self.spec.regex:
-            self.stdout_fd = self.child.stdout.fileno()
+        self.child_ident = proctree.identity_of(child.pid)
+        if self.spec.regex and child.stdout is not None:
+            self.stdout_fd = child.stdout.fileno()
             os.set_blocking(self.stdout_fd, False)
             self.sel.register(self.stdout_fd, selectors.EVENT_READ, "stdout")
         me = proctree.identity_of(os.getpid())
         write_json_atomic(
             self.run_dir / "supervisor.json",
             {
-                "pid": me.pid,
-                "create_time": me.create_time,
-                "child_pid": self.child.pid,
+                "pid": os.getpid(),
+                "create_time": me.create_time if me else None,
+                "child_pid": child.pid,
                 "child_create_time": self.child_ident.create_time if self.child_ident else None,
-                "pgid": self.child.pid,
+                "pgid": child.pid,
                 "attempt": self.spec.attempt,
                 "started_at": self.started_at,
             },
@@ -231,7 +238,7 @@ class Supervisor:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:
-        while self.child.poll() is None:
+        while self.proc.poll() is None:
             self._handle_signals()
             timeout = self._timeout()
             for key, _ in self.sel.select(timeout):
@@ -244,7 +251,8 @@ class Supervisor:
     def _dispatch(self, key: selectors.SelectorKey) -> None:
         what = key.data
         if what == "metrics":
-            self.watch.drain()
+            if self.watch is not None:
+                self.watch.drain()
             self._read_metrics()
         elif what == "stdout":
             self._read_stdout()
@@ -331,12 +339,15 @@ class Supervisor:
                 self.checkpoints.on_event(ev)
 
     def _read_stdout(self) -> None:
+        fd = self.stdout_fd
+        if fd is None:
+            return
         try:
-            data = os.read(self.stdout_fd, 65536)
+            data = os.read(fd, 65536)
         except BlockingIOError:
             return
         if not data:
-            self.sel.unregister(self.stdout_fd)
+            self.sel.unregister(fd)
             self.stdout_fd = None
             if self.pipe_buf:
                 self._parse_stdout(self.pipe_buf + b"\n")
@@ -352,6 +363,8 @@ class Supervisor:
         self._parse_stdout(buf[: cut + 1])
 
     def _parse_stdout(self, block: bytes) -> None:
+        if self.spec.regex is None:
+            return
         records, _ = self.spec.regex.parse_block(block)
         if records:
             now = time.time()
@@ -386,7 +399,7 @@ class Supervisor:
     def _begin_stop(self, by: str) -> None:
         """SIGTERM the group (and any descendant that left it), then SIGKILL after the grace."""
         self.killed_by = by
-        pgid = self.child.pid
+        pgid = self.proc.pid
         self.term_at = time.time()
         proctree.signal_group(pgid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.spec.grace
@@ -400,7 +413,7 @@ class Supervisor:
 
     def _kill_now(self) -> None:
         self.kill_at = time.time()
-        proctree.signal_group(self.child.pid, signal.SIGKILL)
+        proctree.signal_group(self.proc.pid, signal.SIGKILL)
         for p in proctree.descendants(os.getpid(), self.checkpoints.pids()):
             self.tree.setdefault(p.pid, p)
         proctree.signal_each([p for p in self.tree.values() if not proctree.gone(p)], signal.SIGKILL)
@@ -426,7 +439,7 @@ class Supervisor:
 
     # -- the end -------------------------------------------------------------------------------
     def _finish(self) -> int:
-        rc = self.child.returncode
+        rc = self.proc.returncode
         ended_at = time.time()
         # lines written just before the exit still count (a final NaN is still a broken rule)
         self._read_metrics()
@@ -445,7 +458,7 @@ class Supervisor:
             self._log_line(f"--- {len(tree_alive)} process(es) of the run outlived it: stopping them")
             res = proctree.stop_tree(
                 os.getpid(),
-                self.child.pid,
+                self.proc.pid,
                 grace,
                 exclude=self.checkpoints.pids(),
                 tracked=list(self.tree.values()) + tree_alive,
@@ -469,7 +482,7 @@ class Supervisor:
             "signal": sig,
             "signal_name": signal.Signals(sig).name if sig else None,
             "ended_at": ended_at,
-            "pid": self.child.pid,
+            "pid": self.proc.pid,
             "killed_by": self.killed_by,
             "term_at": self.term_at,
             "kill_at": self.kill_at,

@@ -94,14 +94,15 @@ class LossPlot(Widget):
         note = (
             f"[{view}{' · log' if self.log_scale else ''}{f' · smooth {self.smoothing:g}' if self.smoothing else ''}]"
         )
-        series = [(rid, color, self.tails.series(rid)) for rid, color in self.visible_runs()]
-        series = [(rid, color, s) for rid, color, s in series if s is not None and len(s)]
+        series = [
+            (rid, color, s)
+            for rid, color in self.visible_runs()
+            if (s := self.tails.series(rid)) is not None and len(s)
+        ]
         if not series or width < 20 or height < 4:
             return Text(f"{self.metric}: no points yet {note}", style="dim")
-        x_lo, x_hi = math.inf, -math.inf
-        for _, _, s in series:
-            lo, hi = s.x_range()
-            x_lo, x_hi = min(x_lo, lo), max(x_hi, hi)
+        ranges = [r for _, _, s in series if (r := s.x_range()) is not None]  # a series with points has one
+        x_lo, x_hi = min((lo for lo, _ in ranges), default=math.inf), max((hi for _, hi in ranges), default=-math.inf)
         columns = max(1, (width - 8) * 2)
         traces = []
         nonfinite = []

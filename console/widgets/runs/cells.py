@@ -14,7 +14,7 @@ from rich.text import Text
 from console.fmt import as_float, fmt_loss, format_duration
 from runner.ledger.states import ACTIVE_STATES, ENDED_WITH_REASON, RunState
 
-STATE_STYLE = {
+STATE_STYLE: dict[str, str] = {
     RunState.RUNNING: "bold green",
     RunState.QUEUED: "cyan",
     RunState.FINISHED: "blue",

@@ -129,7 +129,7 @@ class RunsTable(DataTable):
         return "compact", COMPACT, self._widths(COMPACT, max(longest + 2, len("E/U/X run")))
 
     @property
-    def layout(self) -> str:
+    def layout_name(self) -> str:
         return self._shape.layout if self._shape else self.plan_layout()[0]
 
     # -- data in --------------------------------------------------------------------------------
@@ -151,11 +151,11 @@ class RunsTable(DataTable):
             return
         for rid, cells, height in rows:
             for col, width in zip(columns, widths):
-                value = self._render(cells[col.key], col, width, height)
+                value = self._cell_text(cells[col.key], col, width, height)
                 if self.get_cell(rid, col.key) != value:
                     self.update_cell(rid, col.key, value)
 
-    def _render(self, text: Text, col: Column, width: int, height: int) -> Text:
+    def _cell_text(self, text: Text, col: Column, width: int, height: int) -> Text:
         if col.key != "rules" or height == 1:
             return fit(text, width, col.right)
         lines = wrap_lines(text, width, height)
@@ -173,7 +173,7 @@ class RunsTable(DataTable):
             self.add_column(fit(Text(col.label, style="bold"), width, col.right), width=width + GAP, key=col.key)
         for rid, cells, height in rows:
             self.add_row(
-                *(self._render(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
+                *(self._cell_text(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
                 key=rid,
                 height=height,
             )

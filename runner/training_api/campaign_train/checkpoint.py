@@ -292,13 +292,13 @@ def snapshot(obj: Any, _memo: dict | None = None) -> Any:
             memo[key] = out
         return out
     if isinstance(obj, dict):
-        out = type(obj)()
+        copied = type(obj)()
         for k, v in obj.items():
-            out[k] = snapshot(v, memo)
+            copied[k] = snapshot(v, memo)
         attrs = getattr(obj, "__dict__", None)
         if attrs:
-            out.__dict__.update({k: snapshot(v, memo) for k, v in attrs.items()})
-        return out
+            copied.__dict__.update({k: snapshot(v, memo) for k, v in attrs.items()})
+        return copied
     if isinstance(obj, list):
         return [snapshot(v, memo) for v in obj]
     if isinstance(obj, tuple):
@@ -438,7 +438,7 @@ class Checkpointer:
         if data_state is None and self.sampler is not None:
             data_state = self.sampler.state_dict()
         holds = self.holds(data_state)
-        state: dict[str, Any] | None = {
+        state: dict[str, Any] = {
             "format": FORMAT,
             "model": self.model.state_dict(),
             "progress": {"step": int(step), "epoch": epoch, "extra": dict(extra or {})},
@@ -457,15 +457,15 @@ class Checkpointer:
         dst = self.dir / f"{name}.pt"
         tmp = self.dir / f".{name}.pt.tmp-{os.getpid()}"
         mode = "snapshot" if self.background and _room_for_copy(state) else "inline"
+        unsaved: dict[str, Any] | None = None  # what the commit thread still has to write
         if mode == "snapshot":
-            state = snapshot(state)  # the loop may go on: this copy no longer changes
+            unsaved = snapshot(state)  # the loop may go on: this copy no longer changes
         else:
             try:
                 torch.save(state, tmp)
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-            state = None
         stall = time.perf_counter() - t0
         meta = {
             "format": FORMAT,
@@ -479,7 +479,7 @@ class Checkpointer:
             "save_mode": mode,
         }
         self._pending = threading.Thread(
-            target=self._complete, args=(state, tmp, dst, meta, t0), name="checkpoint-commit", daemon=False
+            target=self._complete, args=(unsaved, tmp, dst, meta, t0), name="checkpoint-commit", daemon=False
         )
         del state
         self._pending.start()
