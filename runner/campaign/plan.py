@@ -63,7 +63,7 @@ class PlanReport:
 
     def to_json(self) -> dict:
         s, b = self.schedule, self.campaign.bundle
-        out = {
+        out: dict[str, Any] = {
             "window_hours": s.window_hours,
             "committed_hours": round(s.committed_hours, 6),
             "uncommitted_hours": round(s.uncommitted_hours, 6),

@@ -22,6 +22,7 @@ from typing import Any
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import open_ledger, sha256_file
 from runner.ledger import store as L
+from runner.ledger.states import PENDING_STATES
 
 PULL_FORMAT = "campaign-pull/1"
 TEMP_SUFFIXES = (".tmp", ".part", ".partial")
@@ -126,7 +127,7 @@ def _build(campaign: Campaign, conn: sqlite3.Connection | None, now: float) -> R
     ckpts = L.checkpoints(conn) if conn is not None else []
     all_ckpt_paths = {Path(c["path"]) for c in ckpts}
     for run in runs:
-        live = run["state"] in ("running", "queued")
+        live = run["state"] in PENDING_STATES
         mine = [c for c in ckpts if c["run_id"] == run["id"]]
         verified = [c for c in mine if c.get("verified")]
         if verified:

@@ -81,12 +81,13 @@ class Alerts:
     def tick(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         for outcome in self.notifier.drain():
+            extra: dict[str, Any] = {"error": outcome.error} if outcome.error else {}
             self.ledger.event(
                 "notify_sent" if outcome.ok else "notify_failed",
                 url=outcome.url,
                 event=outcome.message.event.value,
                 attempts=outcome.attempts,
-                **({"error": outcome.error} if outcome.error else {}),
+                **extra,
             )
         self._expiry(now)
         if now >= self._next_pilot_check:

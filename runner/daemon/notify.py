@@ -117,7 +117,8 @@ class Notifier:
         self.sent = 0
 
     def wants(self, event: Event) -> bool:
-        return bool(self.config and self.config.urls) and (event is Event.TEST or event.value in self.config.events)
+        config = self.config
+        return config is not None and bool(config.urls) and (event is Event.TEST or event.value in config.events)
 
     def post(self, message: Message) -> bool:
         """Queue a message for every URL (never blocks); False when its event is not wanted."""
@@ -172,11 +173,11 @@ class Notifier:
             wait = max(0.0, pending[0][0] - time.monotonic()) if pending else None
             try:
                 item = inbox.get(timeout=wait)
-            except queue.Empty:
-                item = ...
-            if item is None:
-                return
-            if isinstance(item, Message):
+            except queue.Empty:  # no new message: a retry is due
+                pass
+            else:
+                if item is None:
+                    return
                 heapq.heappush(pending, (time.monotonic(), next(self._seq), item, 1))
             while pending and pending[0][0] <= time.monotonic():
                 _, _, message, attempt = heapq.heappop(pending)
