@@ -18,6 +18,7 @@ from runner.campaign.host_view import recorded_host
 from runner.campaign.model import Campaign, load_campaign
 from runner.cli import file_arg
 from runner.daemon.fleet import Fleet, HostResult, HostUnreachable, fmt_since
+from runner.ledger.states import RunState
 
 
 def user_side(ns: argparse.Namespace) -> Campaign | None:
@@ -67,7 +68,7 @@ def cmd_start(campaign: Campaign, ns: argparse.Namespace) -> int:
         except HostUnreachable as exc:
             print(f"campaign: {exc}", file=sys.stderr)
             return 1
-    if out.get("state") == "refused":
+    if out.get("state") == RunState.REFUSED:
         print(f"campaign: {host}/{out['run']} refused: {out.get('reason')}", file=sys.stderr)
         return 1
     note = f" ({out['note']})" if out.get("note") else ""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from runner.ledger.states import RunState
+
 PLAN_KEY = "plan_frozen"
 PILOT_END_KEY = "pilot_complete"
 
@@ -199,10 +201,13 @@ def insert_decision(
             marks = ",".join("?" * len(dropped))
             marked = [
                 r["id"]
-                for r in conn.execute(f"SELECT id FROM runs WHERE state = 'queued' AND variant IN ({marks})", dropped)
+                for r in conn.execute(
+                    f"SELECT id FROM runs WHERE state = ? AND variant IN ({marks})", (RunState.QUEUED, *dropped)
+                )
             ]
             conn.execute(
-                f"UPDATE runs SET cut_by_decision = 1 WHERE state = 'queued' AND variant IN ({marks})", dropped
+                f"UPDATE runs SET cut_by_decision = 1 WHERE state = ? AND variant IN ({marks})",
+                (RunState.QUEUED, *dropped),
             )
         data = {
             "seq": seq,
