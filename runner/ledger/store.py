@@ -220,6 +220,8 @@ def _safe(v: Any) -> Any:
     rather than raise OverflowError, lists and tables their JSON text."""
     if v is None or type(v) in (float, str, bytes):
         return v
+    if isinstance(v, str):  # a StrEnum member (RunState): its text, as the readers compare it
+        return str(v)
     if type(v) is bool:
         return int(v)
     if type(v) is int:
