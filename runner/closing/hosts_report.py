@@ -169,7 +169,7 @@ def build_hosts_report(campaign: Campaign, root: Path | None = None, now: float 
 def _gpu_flags(report: HostsReport) -> list[str]:
     """A comparison between runs on different GPU types says so: speed, numerics and memory
     differ, so the gain may be the hardware's."""
-    out = []
+    out: list[str] = []
     control_host = report._host(report.answer.control_run or "")
     if control_host is None:
         return out

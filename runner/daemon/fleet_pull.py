@@ -10,6 +10,7 @@ copied to `DEST/` (unless DEST is its own folder), so `campaign report DEST` rep
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ class HostPull:
         return self.error is None and self.result is not None and self.result.ok and self.ledger is not None
 
 
-def pull_hosts(fleet: Fleet, dest: Path, say=print) -> list[HostPull]:
+def pull_hosts(fleet: Fleet, dest: Path, say: Callable[[str], object] = print) -> list[HostPull]:
     """Each host in turn (a slow link never mixes its lines with another's)."""
     dest.mkdir(parents=True, exist_ok=True)
     campaign = fleet.campaign
@@ -46,7 +47,7 @@ def pull_hosts(fleet: Fleet, dest: Path, say=print) -> list[HostPull]:
         here = dest / name
         try:
             folder = link.resolve_dir()
-            result = pull(Address(link.host.ssh, folder), here, link.session, say=lambda s, n=name: say(f"{n}: {s}"))
+            result = pull(Address(link.host.ssh, folder), here, link.session, say=_prefixed(say, name))
             remote_snap = f".campaign/{SNAPSHOT_NAME}"
             link.session.campaign(["ledger-snapshot", folder, f"{folder}/{remote_snap}"], folder, timeout=300)
             link.session.fetch(folder, [remote_snap], here)
@@ -63,6 +64,15 @@ def pull_hosts(fleet: Fleet, dest: Path, say=print) -> list[HostPull]:
         except RemoteError as exc:
             why = str(fleet._unreachable(name, str(exc))) if link_failed(exc) else str(exc)
             out.append(HostPull(name, None, None, why))
+    return out
+
+
+def _prefixed(say: Callable[[str], object], name: str) -> Callable[[str], None]:
+    """`say`, each line led by the host's name."""
+
+    def out(line: str) -> None:
+        say(f"{name}: {line}")
+
     return out
 
 

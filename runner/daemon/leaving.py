@@ -105,6 +105,6 @@ class Leaving:
             raise RequestError("'files' and 'bytes' must be whole numbers", code="bad_input")
         if not isinstance(to, str) or not to:
             raise RequestError("'to' must name the machine the files went to", code="bad_input")
-        record = {"files": files, "bytes": size, "to": to, "dest": str(args.get("dest") or "")}
+        record: dict[str, Any] = {"files": files, "bytes": size, "to": to, "dest": str(args.get("dest") or "")}
         self.ledger.event("retrieval_verified", **record)
         return {"recorded": True, "at": time.time(), **record}
