@@ -237,9 +237,16 @@ def make_app(
     if source is None:
         if campaign is None:
             raise ValueError("make_app needs a source or a campaign")
-        from console.source import RunnerSource
+        from runner.campaign.host_view import recorded_host
 
-        source = RunnerSource(campaign.root)
+        if getattr(campaign, "hosts", ()) and recorded_host(campaign) is None:
+            from console.fleet_source import FleetSource  # several hosts, from your side
+
+            source = FleetSource(campaign)
+        else:
+            from console.source import RunnerSource
+
+            source = RunnerSource(campaign.root)
     if keymap is None and use_user_keymap:
         keymap = load_keymap(known_ids=BINDING_IDS)
     return CampaignConsole(

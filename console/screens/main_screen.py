@@ -17,6 +17,7 @@ from console.screens.abort_dialog import AbortDialog
 from console.screens.start_dialog import StartDialog
 from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
+from console.widgets.header.hosts_panel import HostsPanel
 from console.widgets.header.status_banner import (
     ConnectionBanner,
     ExpiryBanner,
@@ -42,6 +43,7 @@ class MainScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield BundleHeader(id="header")
+        yield HostsPanel(id="hosts")
         yield ExpiryBanner(id="expiry-banner")
         yield PilotBanner(id="pilot-banner")
         yield WrapUpBanner(id="wrap-up-banner")
@@ -83,6 +85,7 @@ class MainScreen(Screen):
         tz=None,
     ) -> None:
         self.query_one(BundleHeader).show(snapshot, expiry, tz)
+        self.query_one(HostsPanel).show(snapshot.get("hosts"), now)
         self.query_one(ExpiryBanner).show(expiry, snapshot.get("retrieval"), tz)
         pilot = snapshot.get("pilot") or None
         self.query_one(PilotBanner).show(pilot, now, tz)
