@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from helpers_netns import NsHosts, why_no_netns
 
+from runner.campaign.model import load_campaign
 from runner.cli import main as cli_main
+from runner.daemon.fleet import Fleet
 from tests.helpers_report import _template_checkpoint
 from tests.helpers_runner import STEPS_SCRIPT, write_campaign
 
@@ -118,8 +120,11 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
         return next((r.get("step") or 0) for r in s["runs"] if r["variant"] == "planted")
 
     wait(lambda: planted_step(status(capsys)) >= 10, 30, "the planted run's steps")
+    live = Fleet(load_campaign(LOCAL))  # what the console keeps: its connections live across polls
+    assert all(h["reachable"] for h in live.status()["hosts"])
     hosts["b"].partition()
     t_cut = time.time()
+    assert [h["host"] for h in live.status()["hosts"] if not h["reachable"]] == ["b"]
     snap = status(capsys)
     hb = next(h for h in snap["hosts"] if h["host"] == "b")
     assert hb["reachable"] is False and t_cut - 1 <= hb["unreachable_since"] <= time.time()
@@ -135,6 +140,8 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     snap = wait(
         lambda: (s := status(capsys)) and all(h["reachable"] for h in s["hosts"]) and s, 30, "b to answer again"
     )
+    assert all(h["reachable"] for h in live.status()["hosts"])  # the same connections, made again
+    live.close()
     planted = next(r for r in snap["runs"] if r["variant"] == "planted")
     assert planted["state"] == "stopped" and planted["stop_rule"] == "nonfinite", planted
     control = next(r for r in snap["runs"] if r["host"] == "a")
