@@ -39,7 +39,8 @@ class SshServer:
         return ["-F", str(self.config)]
 
 
-def start_sshd(base: Path, *, path_dirs: list[str] | None = None) -> SshServer:
+def start_sshd(base: Path, *, path_dirs: list[str] | None = None, path: str | None = None) -> SshServer:
+    """`path`: the remote commands' whole PATH (e.g. one without rsync), else `path_dirs` + the usual."""
     sshd = find_sshd()
     if sshd is None:
         pytest.skip("sshd is not installed (apt-get install openssh-server): no real ssh server to test against")
@@ -53,7 +54,7 @@ def start_sshd(base: Path, *, path_dirs: list[str] | None = None) -> SshServer:
     auth.write_text(user_key.with_suffix(".pub").read_text())
     auth.chmod(0o600)
     port = free_port()
-    path_value = ":".join([*(path_dirs or []), "/usr/local/bin", "/usr/bin", "/bin"])
+    path_value = path if path is not None else ":".join([*(path_dirs or []), "/usr/local/bin", "/usr/bin", "/bin"])
     cfg = base / "sshd_config"
     cfg.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\nPidFile {base / 'sshd.pid'}\n"

@@ -159,3 +159,16 @@ def test_an_unreachable_host_is_a_plain_error(tmp_path, capsys):
     assert rc == 1
     assert "cannot reach nowhere over ssh" in capsys.readouterr().out
     assert not os.path.exists(tmp_path / "d" / STATE_FILE)
+
+
+def test_without_rsync_on_the_host_the_copy_falls_back_to_sftp(host, tmp_path):
+    _, c = host
+    bare = start_sshd(tmp_path / "sshd-bare", path=str(tmp_path / "empty-bin"))  # no rsync on its PATH
+    try:
+        with session(bare) as s:
+            assert not s.has("rsync")
+            assert s.copy_tool() is CopyTool.SFTP
+            result = pull(Address("testhost", str(c.root)), tmp_path / "d", s, say=lambda _: None, record=False)
+        assert result.ok and result.tool is CopyTool.SFTP and result.copied
+    finally:
+        stop_sshd(bare)
