@@ -209,7 +209,7 @@ def describe_result(op: str, args: dict, result: Any) -> str:
         return f"decision recorded: {decision_words(r or args)}"
     state = r.get("state")
     if op == "start" and state == RunState.QUEUED:
-        return f"{run}: queued (starts when a slot is free)"
+        return f"{run}: queued ({r.get('note') or 'starts when a slot is free'})"
     return f"{op} {run}: {state}" if state else f"{op} {run}: done"
 
 

@@ -49,6 +49,9 @@ def decision_words(decision: dict | None) -> str:
     dropped = decision.get("dropped") or []
     if dropped:
         what += f" (dropped {', '.join(dropped)})"
+    ran = decision.get("already_ran") or []
+    if ran:
+        what += f" ({', '.join(ran)} already ran: left as is)"
     if decision.get("note"):
         what += f": {decision['note']}"
     return what

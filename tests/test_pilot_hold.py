@@ -169,3 +169,28 @@ def test_decide_with_an_undeclared_variant_exits_2_and_records_nothing(tmp_path,
     assert cli_main(["decide", str(camp.root), "cut", "rank999"]) == 2
     assert "not declared in the campaign file: rank999" in capsys.readouterr().err
     assert not paths_for(camp).ledger.exists()
+
+
+def test_status_text_and_console_banner_show_the_hold_and_its_end():
+    import datetime as dt
+
+    from console.pilot_view import banner_text
+    from runner.cli.daemon_cmds import render_status
+
+    now = time.time()
+    pilot = {"state": "awaiting_decision", "basis": "the phase 'pilot' ended", "continues_at": now + 3750.0}
+    pilot |= {"estimate": {"remaining_hours": 3.0, "fits": True, "spare_hours": 10.0}}
+    snap = {
+        "campaign": {"name": "t"},
+        "bundle": {"provider": "P", "gpu": "G", "plan": "3d", "expires_at": "x", "remaining_seconds": 1.0}
+        | {"retrieve_by": "y", "retrieve_seconds": 1.0, "warning": "ok"},
+        "runs": [],
+        "queue": ["c", "d"],
+        "pilot": pilot,
+    }
+    text = render_status(snap)
+    end = dt.datetime.fromtimestamp(now + 3750.0, dt.UTC).strftime("%H:%M UTC")
+    assert f"launches held for the decision until {end} (in 1h 02m)" in text
+    assert "campaign decide continue | cut VARIANT... | revisit" in text
+    banner = banner_text(pilot, now, dt.UTC).plain
+    assert f"launches held until {end[:5]}" in banner and "(1h 02m), then the runner continues by itself" in banner

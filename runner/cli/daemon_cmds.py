@@ -8,11 +8,13 @@ it is not running, as the console does. Exit 0 on success, 2 on bad input, 1 on 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import getpass
 import json
 import math
 import socket
 import sys
+import time
 
 from runner.campaign.durations import format_duration, format_span
 from runner.campaign.errors import CampaignError, RunnerUnavailable
@@ -200,6 +202,10 @@ def _fmt_num(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _utc(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M UTC")
+
+
 def render_status(snap: dict) -> str:
     """The snapshot for a person: the runner, the window, the GPUs, one line per run."""
     lines = []
@@ -258,6 +264,19 @@ def render_status(snap: dict) -> str:
         lines.append("no runs yet")
     if snap.get("queue"):
         lines.append("queue: " + ", ".join(snap["queue"]))
+    pilot = snap.get("pilot") or {}
+    if pilot.get("state") == "awaiting_decision":
+        until = pilot.get("continues_at")
+        when = f" until {_utc(until)} (in {format_span(until - time.time())})" if isinstance(until, float | int) else ""
+        lines.append(
+            f"pilot over ({pilot.get('basis')}): launches held for the decision{when}, then the runner "
+            "continues by itself; decide: campaign decide continue | cut VARIANT... | revisit"
+        )
+    elif pilot.get("state") == "decided" and pilot.get("decision"):
+        d = pilot["decision"]
+        lines.append(
+            f"pilot decided by {d.get('who')}: {d.get('choice')}" + (f": {d['note']}" if d.get("note") else "")
+        )
     from runner.cli.wrapup_cmd import leaving_lines
 
     lines += leaving_lines(snap)
