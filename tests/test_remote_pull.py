@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.campaign.model import load_campaign
 from runner.cli import main
 from runner.remote.pull import STATE_FILE, pull
 from runner.remote.ssh import Address, CopyTool, RemoteError, Session
@@ -172,3 +173,39 @@ def test_without_rsync_on_the_host_the_copy_falls_back_to_sftp(host, tmp_path):
         assert result.ok and result.tool is CopyTool.SFTP and result.copied
     finally:
         stop_sshd(bare)
+
+
+def test_the_list_takes_a_checkpoints_sha256_from_its_sidecar_and_a_torn_copy_shows(tmp_path):
+    import hashlib
+
+    from runner.closing.retrieval import HashFrom, Kind, build_list
+    from runner.ledger import store as L
+
+    root = tmp_path / "c"
+    write_campaign(root, [{"name": "a"}])
+    c = load_campaign(root)
+    run_dir = root / "runs" / "a-00000001"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    ckpt = run_dir / "checkpoints" / "ckpt-000000010.pt"
+    ckpt.write_bytes(b"weights" * 1000)
+    digest = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    (ckpt.with_suffix(".json")).write_text(json.dumps({"step": 10, "bytes": ckpt.stat().st_size, "sha256": digest}))
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+    ledger = L.Ledger(c.state_dir / "ledger.sqlite")
+    ledger.insert_run(
+        {"id": "a-00000001", "variant": "a", "category": "essential", "config_hash": "00000001",
+         "state": "stopped", "run_dir": str(run_dir), "planned_hours": 1.0}
+    )  # fmt: skip
+    ledger.upsert_checkpoint("a-00000001", str(ckpt), step=10, verified=1, grade="weights")
+    listing = build_list(c, ledger.conn)
+    ledger.close()
+    by_path = {e.path: e for e in listing.files}
+    entry = by_path["runs/a-00000001/checkpoints/ckpt-000000010.pt"]
+    assert entry.kind is Kind.CHECKPOINT and entry.hash_from is HashFrom.SIDECAR and entry.sha256 == digest
+    assert by_path["runs/a-00000001/metrics.jsonl"].kind is Kind.RECORDS
+    # rewritten in place after the sidecar (same size, other bytes): the list keeps the sidecar's hash,
+    # so the copy arrives as changed instead of passing
+    ckpt.write_bytes(b"WEIGHTS" * 1000)
+    ledger = L.Ledger(c.state_dir / "ledger.sqlite")
+    assert {e.path: e for e in build_list(c, ledger.conn).files}[entry.path].sha256 == digest
+    ledger.close()

@@ -36,6 +36,7 @@ class Kind(StrEnum):
 
 class HashFrom(StrEnum):
     MANIFEST = "manifest"  # the sha256 manifest.toml recorded when it was written
+    SIDECAR = "sidecar"  # a checkpoint's sha256 as its writer recorded it (no re-read of gigabytes)
     NOW = "now"  # hashed when the list was made
 
 
@@ -86,6 +87,21 @@ def manifest_hashes(output: Path) -> dict[Path, str]:
     return out
 
 
+def _sidecar_sha256(path: Path, size: int) -> str | None:
+    """The sha256 a checkpoint's sidecar records, when it describes a file of this size."""
+    import json
+
+    if path.suffix == ".json":
+        return None
+    try:
+        side = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(side, dict) or side.get("bytes") != size or not isinstance(side.get("sha256"), str):
+        return None
+    return side["sha256"] if len(side["sha256"]) == 64 else None
+
+
 def build_list(campaign: Campaign, conn: sqlite3.Connection | None = None, now: float | None = None) -> RetrievalList:
     """The retrieval list as it stands now (reads the ledger read-only)."""
     own = conn is None
@@ -114,8 +130,12 @@ def _build(campaign: Campaign, conn: sqlite3.Connection | None, now: float) -> R
             return
         seen.add(path)
         st = path.stat()
-        digest = known if known and not live else sha256_file(path)
         source = HashFrom.MANIFEST if known and not live else HashFrom.NOW
+        if source is HashFrom.NOW and kind is Kind.CHECKPOINT:
+            sidecar = _sidecar_sha256(path, st.st_size)
+            if sidecar is not None:
+                known, source = sidecar, HashFrom.SIDECAR
+        digest = known if source is not HashFrom.NOW and known else sha256_file(path)
         result.files.append(Entry(rel.as_posix(), st.st_size, digest, kind, source, live, run))
 
     output = campaign.output_path

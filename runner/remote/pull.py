@@ -55,12 +55,21 @@ class PullResult:
         return not self.missing and not self.changed
 
 
+_hashes: dict[tuple[str, int, int, int], str] = {}
+
+
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """sha256 of a local file, remembered for the same (path, size, mtime, inode): the check
+    before the copy and the one after read an unchanged file once."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _hashes:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _hashes[key] = h.hexdigest()
+    return _hashes[key]
 
 
 def this_machine() -> str:
