@@ -147,3 +147,12 @@ def test_a_host_named_without_host_tables_is_refused(tmp_path):
     with pytest.raises(CampaignError) as exc:
         load_campaign(path)
     assert exc.value.field == "variant[0].host" and "no [[host]] table" in str(exc.value)
+
+
+def test_check_names_each_host_and_what_runs_there(tmp_path):
+    two_host_brief(tmp_path / "c", variants={"control": {"host": "b"}})
+    r = campaign_cli("check", "c", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("host ")]
+    assert len(lines) == 2 and "gpu-b:2222 /srv/camp; RTX 4090 x1, 3 days" in lines[1]
+    assert "runs control" in lines[1] and "47.14 USD" in lines[0]

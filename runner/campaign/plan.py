@@ -156,7 +156,7 @@ def two_bundles(campaign: Campaign, sched: Schedule) -> Option:
     else:
         gain = "nothing to split across two hosts: the schedule stays as long"
     fit = "fits" if split.fits else f"still {fmt_hours(split.over_hours)} h over"
-    note = f"2 x {b.days}d at the {source}; {gain}, {fit}; {TWO_HOSTS_CAVEAT}"
+    note = f"2 x {b.days}d at the {source}; {gain}, {fit}; {TWO_HOSTS_CAVEAT}; to run it, declare two [[host]] tables"
     return Option(
         f"2x{b.days}d",
         price,

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from runner.campaign.errors import CampaignError
+from runner.campaign.host_plan import placement
 from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
 from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
@@ -74,6 +75,15 @@ def check_summary(c: Campaign) -> list[str]:
             else " (no stop rule: nothing will stop a run early)"
         ),
     ]
+    if c.hosts:
+        where = placement(c)
+        for h in c.hosts:
+            hb = h.bundle
+            mine = ", ".join(n for n, host in where.items() if host == h.name) or "no variant"
+            lines.append(
+                f"host      {h.name}: {h.ssh}{':' + str(h.port) if h.port else ''} {h.dir}; {hb.gpu} x{hb.gpus}, "
+                f"{hb.days} days from {hb.started_at:%Y-%m-%d %H:%M}, {hb.price_usd:.2f} USD; runs {mine}"
+            )
     if c.decision:
         d = c.decision
         lines.append(
