@@ -5,6 +5,7 @@ delivery outcome is recorded in the ledger as `notify_sent` / `notify_failed`.""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import Any
@@ -31,7 +32,8 @@ class Alerts:
         self.campaign = campaign
         self.ledger = ledger
         self.notifier = notifier
-        self.host = socket.gethostname()
+        # the name the user reaches this host by, as the console's retrieval screen takes it
+        self.host = os.environ.get("CAMPAIGN_SSH_HOST") or socket.gethostname()
         conn = ledger.conn
         self.levels_sent = {
             str(e.get("level")) for e in _events_of(conn, "expiry_notified")
@@ -114,7 +116,9 @@ class Alerts:
                 f"the window closes in {format_span(clock.remaining_seconds)}"
             )
         else:
-            body += f"; on your machine: campaign pull {self.host}:{self.campaign.root}"
+            port = os.environ.get("CAMPAIGN_SSH_PORT", "")
+            flag = f"-p {port} " if port.isdigit() and port != "22" else ""
+            body += f"; on your machine: campaign pull {flag}{self.host}:{self.campaign.root}"
         self._post(Event.EXPIRY, f"rental {clock.level}", body, level)
 
     def _pilot(self) -> None:
