@@ -36,6 +36,7 @@ VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
 MAX_VARIANT_NAME = 64  # a run's folder is `<name>-<8 hex>`: well inside any file system's limits
 MAX_HOURS = 24.0 * 366 * 10  # ten years: anything longer is a typo, and overflows date arithmetic
 MAX_USD = 1e9
+MAX_GPUS = 64  # GPUs on one host: the plan lays out one lane per GPU
 MAX_INT = 2**63 - 1  # what SQLite and TOML hold
 MAX_NESTING = 200  # deeper arrays or inline tables make tomllib itself recurse out of the stack
 CAMPAIGN_FILE = "campaign.toml"
@@ -657,8 +658,8 @@ class _Reader:
                     "price_usd",
                 )
         gpus = self.get(tbl, "gpus", int, t, i, default=offer.gpus)
-        if gpus < 1:
-            raise self.fail("must be at least 1", t, i, "gpus")
+        if not 1 <= gpus <= MAX_GPUS:
+            raise self.fail(f"must be between 1 and {MAX_GPUS} (GPUs on one host), got {gpus}", t, i, "gpus")
         retrieval = self.positive(tbl, "retrieval_hours", t, i, default=2.0, allow_zero=True)
         if retrieval is not None and retrieval >= days * 24:
             raise self.fail(
