@@ -378,3 +378,59 @@ def test_concurrent_up_says_started_once(camp):
     pids = {json.loads(paths_for(load_campaign(camp)).pid.read_text())["pid"]}
     assert len(pids) == 1
     os.kill(next(iter(pids)), signal.SIGTERM)
+
+
+# ---------------------------------------------------------------------------------------------
+# #10: a lost supervisor's setsid'd grandchildren, with metrics_regex
+
+
+def test_a_lost_supervisors_setsid_grandchild_is_stopped_even_after_its_parent_died_of_the_pipe(camp):
+    """With metrics_regex the training process writes into the supervisor's pipe: once the
+    supervisor is SIGKILLed it dies of the broken pipe, and its setsid'd grandchild (a data
+    worker in a session of its own) used to survive, unjudged. Now the runner stops every process
+    of the supervisor's last process list still alive."""
+    spawner = script(
+        camp,
+        "spawner.py",
+        """
+        import os, subprocess, sys, time
+        kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        open(os.path.join(os.environ["CAMPAIGN_RUN_DIR"], "grandchild.pid"), "w").write(str(kid.pid))
+        step = 0
+        while True:
+            print(f"iter {step}: loss 1.0", flush=True)
+            step += 1
+            time.sleep(0.05)
+        """,
+    )
+    campaign_toml(
+        camp, [("a", spawner, "metrics_regex = 'iter (?P<step>\\d+): loss (?P<loss>\\S+)'\n")], started_at=now_iso()
+    )
+    c = load_campaign(camp)
+    control.up(c)
+    rid = client.request(c, "start", variant="a")["run"]
+    run_dir = camp / "runs" / rid
+    pid = int(
+        wait_for(
+            lambda: (run_dir / "grandchild.pid").exists() and (run_dir / "grandchild.pid").read_text(),
+            what="the grandchild",
+        )
+    )
+    grandchild = psutil.Process(pid)
+    wait_for(
+        lambda: any(
+            p[0] == pid
+            for p in (json.loads((run_dir / "tree.json").read_text()) if (run_dir / "tree.json").exists() else {}).get(
+                "processes", []
+            )
+        ),
+        what="the grandchild in tree.json",
+    )
+    sup = json.loads((run_dir / "supervisor.json").read_text())
+    os.kill(sup["pid"], signal.SIGKILL)
+    FIGURES["faults injected"] += 1
+    wait_for(lambda: run_of(status(c), "a")["state"] == "failed", timeout=60, what="the lost supervisor noticed")
+    wait_for(lambda: not grandchild.is_running() or _zombie(pid), timeout=30, what="the grandchild stopped")
+    assert "cgroups are not used" in status(c)["runner"]["process_tracking"]  # the gap, said
+    with ledger_ro(c) as conn:
+        assert check_recorded(conn, rid) == 0

@@ -482,21 +482,33 @@ class RunManager:
 
     def _stop_orphan(self, run_dir: Path, attempt: int) -> threading.Thread | None:
         """A supervisor that died (SIGKILL, OOM) leaves its training process running with no rule
-        judging it: stop that whole tree (identity checked by pid and start time) rather than let it
-        hold a GPU unwatched. Returns the thread doing it (None when nothing was running)."""
+        judging it: stop the run's processes rather than let them hold a GPU unwatched — the
+        training process's tree and group, and every process of the supervisor's last `tree.json`
+        still alive (setsid'd grandchildren; those of a training process already dead of the broken
+        pipe), each identity checked by pid and start time. Returns the thread doing it (None when
+        nothing was running)."""
         sup = read_json(run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return None
+        tracked = []
+        tree = read_json(run_dir / "tree.json")
+        if isinstance(tree, dict) and tree.get("attempt") == attempt and isinstance(tree.get("processes"), list):
+            for item in tree["processes"]:
+                if isinstance(item, list) and len(item) == 2:
+                    p = proctree.process_of(item[0], item[1])
+                    if p is not None and not proctree.gone(p):
+                        tracked.append(p)
         child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
-        if child is None or proctree.gone(child):
+        child_alive = child is not None and not proctree.gone(child)
+        if not child_alive and not tracked:
             return None
+        if child_alive:
+            target, args = proctree.stop_tree, (child.pid, sup.get("pgid") or child.pid, self.grace)
+            kwargs: dict[str, Any] = {"tracked": tracked}
+        else:  # never pass a dead pid as a root: the number may belong to someone else by now
+            target, args, kwargs = proctree.stop_tracked, (tracked, self.grace), {}
         # the grace period is for the script to save a checkpoint: wait it out off the event loop
-        thread = threading.Thread(
-            target=proctree.stop_tree,
-            args=(child.pid, sup.get("pgid") or child.pid, self.grace),
-            name=f"stop-orphan-{child.pid}",
-            daemon=True,
-        )
+        thread = threading.Thread(target=target, args=args, kwargs=kwargs, name=f"stop-orphan-{attempt}", daemon=True)
         thread.start()
         return thread
 

@@ -46,6 +46,11 @@ OUTPUT_EVENTS = frozenset(
     {"finished", "failed", "stopped", "aborted", "refused", "lost", "ended_while_down", "decision"}
 )
 MAX_CLIENT_BUFFER = 8 * 1024 * 1024
+# what finds a run's processes when its supervisor is lost, and what can escape (status says so)
+PROCESS_TRACKING = (
+    "subreaper + the supervisor's process list (tree.json, once a second); cgroups are not used: "
+    "a process a lost supervisor's run started in its last second can escape"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,6 +108,7 @@ class Daemon:
             "version": __version__,
             "slots_note": self.slots.note,
             **self.leaving.info(),
+            "process_tracking": PROCESS_TRACKING,
         }
 
     def snapshot(self) -> dict:

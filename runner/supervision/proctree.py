@@ -205,6 +205,22 @@ def stop_tree(
             return res
 
 
+def stop_tracked(procs: list[psutil.Process], grace: float, kill_timeout: float = 10.0) -> list[int]:
+    """SIGTERM each (identity-checked) process, SIGKILL what is left after `grace`; the pids that
+    survived. For processes with no live root to walk from (a lost supervisor's run whose own
+    process has already died)."""
+    signal_each([p for p in procs if not gone(p)], signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(not gone(p) for p in procs):
+        time.sleep(0.05)
+    left = [p for p in procs if not gone(p)]
+    signal_each(left, signal.SIGKILL)
+    deadline = time.monotonic() + kill_timeout
+    while time.monotonic() < deadline and any(not gone(p) for p in left):
+        time.sleep(0.05)
+    return [p.pid for p in left if not gone(p)]
+
+
 def _in_group(p: psutil.Process, pgid: int | None) -> bool:
     try:
         return pgid is not None and os.getpgid(p.pid) == pgid

@@ -38,6 +38,7 @@ from runner.supervision.metric_stream import FileWatch, MetricStream, RegexMetri
 from runner.supervision.rules import Judge, Verdict
 
 METRICS_FILE = "metrics.jsonl"
+TREE_SECONDS = 1.0  # how often the run's process list (tree.json) is brought up to date
 OUTPUT_LOG = "output.log"
 DEFAULT_GRACE = 30.0
 POLL_FAST, POLL_SLOW = 0.005, 0.1  # fallback poll (no inotify): fast while lines flow
@@ -140,6 +141,8 @@ class Supervisor:
         self.kill_at: float | None = None
         self.kill_deadline: float | None = None
         self.tree: dict[int, psutil.Process] = {}
+        self._tree_at = 0.0
+        self._tree_seen: frozenset = frozenset()
         self.terms_received = 0
         self.terms_for_stop = 0  # the SIGTERMs that started the stop (abort, down): not a hurry
         self.usr1_pending = 0
@@ -285,11 +288,40 @@ class Supervisor:
                 self._on_verdict(v)
         self.checkpoints.maybe_scan()
         self.checkpoints.check_timeout()
+        self._record_tree()
         if self.kill_deadline is not None and self.kill_at is None and time.monotonic() >= self.kill_deadline:
             self._kill_now()
         if self.sigchld:
             self.sigchld = 0
             self._reap_orphans()
+
+    def _record_tree(self) -> None:
+        """`tree.json`: the run's processes (pid, start time) as last seen, at most once a second.
+        Should this supervisor be lost, the runner stops every one still alive — setsid'd
+        grandchildren too, and those of a training process already dead of the broken pipe
+        (metrics_regex) — not only the training process's own group."""
+        now = time.monotonic()
+        if now - self._tree_at < TREE_SECONDS or self.child is None:
+            return
+        self._tree_at = now
+        seen = []
+        for p in proctree.descendants(os.getpid(), self.checkpoints.pids()):
+            try:
+                seen.append((p.pid, p.create_time()))
+            except psutil.Error:
+                continue
+        key = frozenset(seen)
+        if key == self._tree_seen:
+            return
+        self._tree_seen = key
+        try:
+            write_json_atomic(
+                self.run_dir / "tree.json",
+                {"attempt": self.spec.attempt, "at": time.time(), "processes": sorted(seen)},
+                durable=False,
+            )
+        except OSError:
+            pass  # a full disk: the last list stands
 
     def _handle_signals(self) -> None:
         if self.usr1_pending and self.child is not None and self.child.poll() is None:
