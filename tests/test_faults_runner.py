@@ -434,3 +434,76 @@ def test_a_lost_supervisors_setsid_grandchild_is_stopped_even_after_its_parent_d
     assert "cgroups are not used" in status(c)["runner"]["process_tracking"]  # the gap, said
     with ledger_ro(c) as conn:
         assert check_recorded(conn, rid) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# ENOSPC on the training side: checkpoint and metric writes
+
+FULL_DISK_TRAINING = r"""
+import json, os, sys
+from pathlib import Path
+import torch
+from campaign_train import metrics
+from campaign_train.checkpoint import Checkpointer, latest_checkpoint
+
+disk = Path(sys.argv[1])
+model = torch.nn.Linear(64, 64)
+ck = Checkpointer(model, torch.optim.Adam(model.parameters()), directory=disk / "ck", keep=3,
+                  install_signals=False, background=False)
+ck.save(1)
+ck.wait()
+metrics.report(step=1, loss=1.0)
+metrics.flush()
+filler = open(disk / "filler", "wb", buffering=0)
+for size in (1 << 20, 1 << 12, 1):
+    while True:
+        try:
+            filler.write(b"\0" * size)
+        except OSError:
+            break
+out = {}
+try:
+    ck.save(2)
+    ck.wait()
+    out["save_on_full_disk"] = "ok?"
+except Exception as exc:
+    out["save_on_full_disk"] = type(exc).__name__
+for step in range(2, 50):
+    metrics.report(step=step, loss=1.0)  # must not raise: "disk full: say so once, keep training"
+metrics.flush()
+out["temp_files_left"] = sorted(p.name for p in (disk / "ck").iterdir() if "tmp" in p.name)
+out["latest_after_failure"] = latest_checkpoint(disk / "ck").name
+torch.load(latest_checkpoint(disk / "ck"), weights_only=True)  # the resume point still loads
+filler.close()
+os.unlink(disk / "filler")
+ck.save(3)
+ck.wait()
+out["latest_after_space_returned"] = latest_checkpoint(disk / "ck").name
+print(json.dumps(out))
+"""
+
+
+def test_a_full_disk_fails_a_checkpoint_cleanly_and_training_goes_on(tmp_path):
+    why = can_mount()
+    if why:
+        pytest.skip(why)
+    from runner.import_paths import tool_env
+
+    disk = tmp_path / "disk"
+    mount_tmpfs(disk, "8m")
+    FIGURES["faults injected"] += 2
+    try:
+        (tmp_path / "t.py").write_text(FULL_DISK_TRAINING)
+        env = tool_env(dict(os.environ, CAMPAIGN_RUN_DIR=str(disk)))
+        res = subprocess.run(
+            [sys.executable, str(tmp_path / "t.py"), str(disk)], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert res.returncode == 0, res.stderr[-2000:]
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+    finally:
+        unmount(disk)
+    assert out["save_on_full_disk"] == "RuntimeError"  # said at wait(), the loop decides
+    assert out["temp_files_left"] == []  # no torn file where a checkpoint would be read
+    assert out["latest_after_failure"] == "ckpt-000000001.pt"
+    assert out["latest_after_space_returned"] == "ckpt-000000003.pt"
+    FIGURES["runs checked"] += 1

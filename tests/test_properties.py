@@ -25,7 +25,7 @@ from tests.fuzz_inputs import campaign_text, metric_line, regex_line
 
 pytestmark = pytest.mark.faults
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PATH = Path("/nonexistent/fuzz/campaign.toml")
 
 
