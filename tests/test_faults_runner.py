@@ -299,6 +299,7 @@ def test_hostile_metric_lines_end_only_their_own_run_by_its_own_rule(camp):
             f.write('{"step": 1, "loss": 2.0, "samples": 10}\\n')
             f.write('{"step": %s, "samples": %s, "truncated": %s, "loss": 1.0}\\n' % (big, big, big))
             f.write("[" * 100000 + "]" * 100000 + "\\n")
+            f.write('{"event": "checkpoint", "path": "%s", "step": [1]}\\n' % ("/" * 300))
             f.write('{"step": 3, "loss": 0.5, "samples": 10}\\n')
         """,
     )

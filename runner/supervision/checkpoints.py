@@ -144,8 +144,8 @@ class CheckpointWatcher:
     # -- noticing ------------------------------------------------------------------------------
     def on_event(self, ev: dict) -> None:
         raw = ev.get("path")
-        if not isinstance(raw, str) or not raw:
-            return
+        if not isinstance(raw, str) or not raw or not Path(raw).name or "\x00" in raw:
+            return  # names no file ("/" * 300, a NUL): nothing to grade
         path = Path(raw)
         if not path.is_absolute():
             path = self.root / raw if (self.root / raw).exists() else self.run_dir / raw

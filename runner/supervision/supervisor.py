@@ -142,6 +142,7 @@ class Supervisor:
         self.kill_deadline: float | None = None
         self.tree: dict[int, psutil.Process] = {}
         self._tree_at = 0.0
+        self._odd_seen: set[str] = set()
         self._tree_seen: frozenset = frozenset()
         self.terms_received = 0
         self.terms_for_stop = 0  # the SIGTERMs that started the stop (abort, down): not a hurry
@@ -363,12 +364,26 @@ class Supervisor:
                 events.append(rec)
                 continue
             if self.verdict is None and self.killed_by is None:  # an abort is not re-judged
-                v = self.judge.feed(rec, now)
+                try:
+                    v = self.judge.feed(rec, now)
+                except Exception as exc:  # containment: one odd line never ends the supervisor
+                    self._odd_line(rec, exc)
+                    continue
                 if v is not None:
                     self._on_verdict(v)
         for ev in events:
             if ev.get("event") == "checkpoint":
-                self.checkpoints.on_event(ev)
+                try:
+                    self.checkpoints.on_event(ev)
+                except Exception as exc:  # a checkpoint event naming no file it could grade
+                    self._odd_line(ev, exc)
+
+    def _odd_line(self, rec: dict, exc: Exception) -> None:
+        """Say once per kind of error that a line was skipped (output.log), and go on."""
+        what = f"{type(exc).__name__}: {exc}"[:200]
+        if what not in self._odd_seen:
+            self._odd_seen.add(what)
+            self._log_line(f"--- skipped a metric line that could not be used ({what}): {str(rec)[:200]}")
 
     def _read_stdout(self) -> None:
         fd = self.stdout_fd
