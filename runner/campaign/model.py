@@ -19,6 +19,7 @@ from runner.campaign.catalog import load_catalog
 from runner.campaign.durations import duration_words, parse_duration
 from runner.campaign.errors import CampaignError
 from runner.campaign.hosts import Host, read_hosts
+from runner.campaign.toml_depth import too_deep
 from runner.campaign.toml_lines import KeyLines
 
 CATEGORIES = ("essential", "useful", "exploratory")
@@ -249,7 +250,7 @@ def load_campaign(file: str | Path | None = None) -> Campaign:
 
 
 def parse_campaign(text: str, path: Path) -> Campaign:
-    deep = _too_deep(text)
+    deep = too_deep(text, MAX_NESTING)
     if deep is not None:
         line, key = deep
         raise CampaignError(
@@ -266,49 +267,6 @@ def parse_campaign(text: str, path: Path) -> Campaign:
     except RecursionError:
         raise CampaignError("not valid TOML: nested too deeply to read", file=path) from None
     return _Reader(data, path, KeyLines(text)).campaign()
-
-
-def _too_deep(text: str) -> tuple[int, str | None] | None:
-    """(line, key) where `[`/`{` nesting first passes MAX_NESTING outside strings; None if never.
-
-    A cheap scan before tomllib, whose recursive parser raises RecursionError on 5,000 `[`."""
-    if text.count("[") + text.count("{") <= MAX_NESTING:
-        return None
-    depth, quote, line, key_line = 0, "", 1, ""
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\n":
-            line += 1
-            if depth == 0:
-                key_line = ""
-        if quote:
-            if ch == "\\" and quote == '"':
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "#":
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        elif ch in "[{":
-            # a table header `[x]` / `[[x]]` at the start of a line is not nesting
-            if depth == 0 and text[text.rfind("\n", 0, i) + 1 : i].strip() == "":
-                depth = 0
-            else:
-                depth += 1
-                if depth > MAX_NESTING:
-                    m = re.match(r"\s*([A-Za-z0-9_.\"'-]+)\s*=", key_line)
-                    return line, (m.group(1).strip("\"'") if m else None)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-        if depth == 0 and ch != "\n":
-            key_line += ch
-        i += 1
-    return None
 
 
 class _Reader:
