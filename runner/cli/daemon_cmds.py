@@ -181,7 +181,7 @@ def cmd_resume(ns: argparse.Namespace) -> int:
         out = client.request(campaign, "resume", run=ns.run)
     except client.RequestFailed as exc:
         raise CampaignError(str(exc), file=campaign.path) from None  # a refusal: exit 2, like bad input
-    if out.get("state") == "refused":
+    if out.get("state") == RunState.REFUSED:
         print(f"campaign: run {out['run']} refused: {out.get('reason')}", file=sys.stderr)
         return 2
     note = f" ({out['note']})" if out.get("note") else ""

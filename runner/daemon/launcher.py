@@ -563,7 +563,7 @@ class RunManager:
             reason = f"ended before the abort took effect ({run['stop_reason']})"
         if run.get("state") == RunState.QUEUED:
             # resumed while this attempt was still stopping: it ends, and the run waits for a slot
-            cols["state"] = "queued"
+            cols["state"] = RunState.QUEUED
         # the end and its event in one durable transaction; the watch closes only once both are
         # written (a full disk: the next tick tries again from the same place, nothing lost)
         self.ledger.change_run(
@@ -686,7 +686,7 @@ class RunManager:
                 dict(state=RunState.ABORTED, stop_reason=reason, ended_at=time.time()),
                 reason=reason,
                 by=by,
-                was="queued",
+                was=RunState.QUEUED,
             )
             return {"run": run_id, "state": RunState.ABORTED}
         if run["state"] != RunState.RUNNING:
@@ -695,7 +695,12 @@ class RunManager:
             )
         write_json_atomic(Path(run["run_dir"]) / "abort.json", {"reason": reason, "at": time.time(), "by": by})
         self.ledger.change_run(
-            run_id, "aborted", dict(state=RunState.ABORTED, stop_reason=reason), reason=reason, by=by, was="running"
+            run_id,
+            "aborted",
+            dict(state=RunState.ABORTED, stop_reason=reason),
+            reason=reason,
+            by=by,
+            was=RunState.RUNNING,
         )
         act = self.active.get(run_id)
         if act is not None and act.alive() and act.supervisor is not None:
@@ -742,7 +747,7 @@ class RunManager:
                     dict(state=RunState.ABORTED, cut_by_decision=1, stop_reason=note, ended_at=time.time()),
                     reason=note,
                     by="decision",
-                    was="queued",
+                    was=RunState.QUEUED,
                 )
 
     def abort_all(self, reason: str, by: str) -> list[str]:
