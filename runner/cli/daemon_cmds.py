@@ -25,6 +25,7 @@ from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg, fleet_cmds
 from runner.daemon import client, control
 from runner.daemon.status import offline_snapshot
+from runner.ledger import queries
 from runner.ledger.states import RunState
 
 
@@ -79,7 +80,7 @@ def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
     if path.exists():
         conn = L.connect(path, readonly=True)
         try:
-            known = conn.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
+            known = queries.run_exists(conn, run_id)
         finally:
             conn.close()
     if not known:

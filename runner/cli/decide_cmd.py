@@ -19,6 +19,7 @@ from runner.campaign.statedir import paths_for
 from runner.cli.daemon_cmds import _ensure, _who
 from runner.closing.pilot import CHOICES
 from runner.daemon import client, control
+from runner.ledger import queries
 from runner.ledger import store as L
 
 USAGE = "expected [FILE] continue | cut VARIANT... | revisit"
@@ -45,7 +46,7 @@ def _has_launched(campaign: Campaign) -> bool:
         return False
     conn = L.connect(path, readonly=True)
     try:
-        return conn.execute("SELECT 1 FROM runs WHERE launched_at IS NOT NULL LIMIT 1").fetchone() is not None
+        return queries.any_launched(conn)
     except sqlite3.Error:
         return False
     finally:

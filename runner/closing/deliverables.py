@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ from runner.campaign.model import Campaign, Variant
 from runner.campaign.placeholders import expand
 from runner.grading.interpreter import grader_python
 from runner.import_paths import tool_env
+from runner.ledger import queries
 from runner.ledger import store as ledger
+from runner.ledger.queries import RunRecord
 from runner.ledger.states import RunState
 
 # What the training-side helpers write (campaign_train.predictions.DEFAULT_EXPECTS; restated here because
@@ -41,34 +43,6 @@ ARTIFACT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors")
 RELOAD_TIMEOUT_S = 300.0
 
 _TEMP_PART = re.compile(r"^(\.?te?mp|tmp[_-]?[a-z0-9_]{6,})$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One ledger row, with the configuration frozen into the run at launch (`run.toml`)."""
-
-    id: str
-    variant: str
-    category: str
-    config_hash: str
-    state: RunState
-    run_dir: Path
-    planned_hours: float
-    launched_at: float | None
-    ended_at: float | None
-    active_seconds: float
-    attempts: int
-    stop_reason: str | None
-    stop_rule: str | None
-    stop_value: str | None
-    stop_step: int | None
-    cut_by_decision: bool
-    frozen: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def frozen_variant(self) -> dict[str, Any]:
-        value = self.frozen.get("variant")
-        return value if isinstance(value, dict) else {}
 
 
 @dataclass
@@ -145,50 +119,18 @@ def open_ledger(campaign: Campaign) -> sqlite3.Connection | None:
 
 
 def read_runs(conn: sqlite3.Connection | None) -> list[RunRecord]:
-    """Every run the ledger holds, in launch order (queued ones last)."""
+    """Every run the ledger holds, in launch order (queued ones last), with its frozen `run.toml`."""
     if conn is None:
         return []
-    rows = conn.execute("SELECT * FROM runs ORDER BY launched_at IS NULL, launched_at, queued_at, id").fetchall()
-    out = []
-    for r in rows:
-        run_dir = Path(r["run_dir"])
-        out.append(
-            RunRecord(
-                id=r["id"],
-                variant=r["variant"],
-                category=r["category"],
-                config_hash=r["config_hash"],
-                state=RunState(r["state"]),
-                run_dir=run_dir,
-                planned_hours=float(r["planned_hours"] or 0.0),
-                launched_at=r["launched_at"],
-                ended_at=r["ended_at"],
-                active_seconds=float(r["active_seconds"] or 0.0),
-                attempts=int(r["attempts"] or 0),
-                stop_reason=r["stop_reason"],
-                stop_rule=r["stop_rule"],
-                stop_value=r["stop_value"],
-                stop_step=r["stop_step"],
-                cut_by_decision=bool(r["cut_by_decision"]),
-                frozen=_read_toml(run_dir / "run.toml"),
-            )
-        )
-    return out
+    return [replace(r, frozen=_read_toml(r.run_dir / "run.toml")) for r in queries.run_records(conn)]
 
 
 def final_metric(conn: sqlite3.Connection | None, run: RunRecord, name: str) -> float | None:
     """The last value of metric `name` the run reported (ledger first, then its metrics.jsonl)."""
     if conn is not None:
-        row = conn.execute(
-            "SELECT value, text FROM metric_last WHERE run_id = ? AND name = ?", (run.id, name)
-        ).fetchone()
-        if row is not None:
-            if row["value"] is not None:
-                return float(row["value"])
-            try:
-                return float(row["text"])
-            except (TypeError, ValueError):
-                return None
+        known = queries.last_value(conn, run.id, name)
+        if known is not None:
+            return known.value
     last = None
     for obj in iter_jsonl(run.run_dir / "metrics.jsonl"):
         if "event" not in obj and isinstance(obj.get(name), (int, float)) and not isinstance(obj.get(name), bool):
@@ -388,8 +330,7 @@ def recorded_paths(conn: sqlite3.Connection | None, run: RunRecord) -> list[tupl
     """Every path the run's records point at: its folder, checkpoints, resume points."""
     out = [("run folder", str(run.run_dir))]
     if conn is not None:
-        for row in conn.execute("SELECT path FROM checkpoints WHERE run_id = ?", (run.id,)):
-            out.append(("checkpoint", row["path"]))
+        out += [("checkpoint", str(p)) for p in queries.checkpoint_paths(conn, run.id)]
     for obj in iter_jsonl(run.run_dir / "metrics.jsonl"):
         if obj.get("event") == "checkpoint" and isinstance(obj.get("path"), str):
             out.append(("checkpoint", obj["path"]))
@@ -436,11 +377,7 @@ def _final_artifact(conn: sqlite3.Connection | None, run: RunRecord, files: list
         finals = [p for p in artifacts if p.stem == "final"]
         return (finals or artifacts)[-1]
     if conn is not None:
-        row = conn.execute(
-            "SELECT path FROM checkpoints WHERE run_id = ? ORDER BY step DESC, t DESC LIMIT 1", (run.id,)
-        ).fetchone()
-        if row is not None:
-            return Path(row["path"])
+        return next(iter(queries.newest_checkpoints(conn, run.id)), None)
     return None
 
 

@@ -31,6 +31,7 @@ from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end, open_ledger, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions
+from runner.ledger import queries
 from runner.ledger.states import RunState
 
 MANIFEST_FORMAT = "campaign-manifest/1"
@@ -85,11 +86,8 @@ def _resume_point(conn: sqlite3.Connection | None, check: RunCheck) -> Path | No
     """The latest verified checkpoint of a run the wrap-up stopped: it travels, to resume elsewhere."""
     if conn is None or check.approved or not (check.run.stop_reason or "").startswith("wrap-up"):
         return None
-    row = conn.execute(
-        "SELECT path FROM checkpoints WHERE run_id=? AND verified=1 ORDER BY step DESC, t DESC LIMIT 1",
-        (check.run.id,),
-    ).fetchone()
-    return Path(row["path"]) if row is not None and Path(row["path"]).is_file() else None
+    newest = next(iter(queries.newest_checkpoints(conn, check.run.id, verified=True)), None)
+    return newest if newest is not None and newest.is_file() else None
 
 
 def _deliver_run(campaign: Campaign, check: RunCheck, out: Path, resume_point: Path | None = None) -> dict[str, Any]:

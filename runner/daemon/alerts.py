@@ -14,6 +14,7 @@ from runner.campaign.clock import read_clock
 from runner.campaign.durations import duration_words, format_span
 from runner.campaign.model import Campaign
 from runner.daemon.notify import Event, Level, Message, Notifier
+from runner.ledger import queries
 from runner.ledger import store as L
 
 PILOT_CHECK_S = 5.0
@@ -36,7 +37,7 @@ class Alerts:
         self.host = os.environ.get("CAMPAIGN_SSH_HOST") or socket.gethostname()
         conn = ledger.conn
         self.levels_sent = {
-            str(e.get("level")) for e in _events_of(conn, "expiry_notified")
+            str(e.get("level")) for e in queries.events_of(conn, ("expiry_notified",))
         }  # each level once, whatever restarts
         self.pilot_sent = L.last_event(conn, "pilot_waiting_notified") is not None
         self._next_pilot_check = 0.0
@@ -142,15 +143,3 @@ class Alerts:
                 f"{self.campaign.root} continue | cut VARIANT... | revisit` or the console's D{then}",
                 Level.WARNING,
             )
-
-
-def _events_of(conn: Any, kind: str) -> list[dict]:
-    import json
-
-    out = []
-    for row in conn.execute("SELECT data FROM events WHERE kind = ?", (kind,)).fetchall():
-        try:
-            out.append(json.loads(row["data"]))
-        except ValueError:
-            continue
-    return out

@@ -37,6 +37,7 @@ from runner.daemon.slots import SlotPlan, initial_queue, order_key
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
 from runner.import_paths import tool_env
+from runner.ledger import queries
 from runner.ledger.states import PENDING_STATES, TERMINAL_STATES, RunState
 from runner.ledger.store import Ledger
 from runner.supervision import kept_copy, proctree
@@ -103,14 +104,13 @@ class RunManager:
 
     def _watch(self, run: dict) -> RunWatch:
         vt = self._variant_table(run)
-        prog = self.ledger.conn.execute("SELECT offset FROM run_progress WHERE run_id=?", (run["id"],)).fetchone()
         return RunWatch(
             self.ledger,
             run,
             root=self.campaign.root,
             metrics_regex=vt.get("metrics_regex"),
             checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run["id"]),
-            offset=prog["offset"] if prog else 0,
+            offset=queries.metrics_offset(self.ledger.conn, run["id"]),
         )
 
     # -- queueing ------------------------------------------------------------------------------
@@ -303,10 +303,8 @@ class RunManager:
     def _latest_verified(self, run_id: str) -> str | None:
         """The newest verified checkpoint whose file is still there (a resume point named in the
         ledger but deleted since is skipped, never handed to the script as CAMPAIGN_RESUME_FROM)."""
-        rows = self.ledger.conn.execute(
-            "SELECT path FROM checkpoints WHERE run_id=? AND verified=1 ORDER BY step DESC, t DESC", (run_id,)
-        ).fetchall()
-        return next((r["path"] for r in rows if os.path.isfile(r["path"])), None)
+        paths = queries.newest_checkpoints(self.ledger.conn, run_id, verified=True)
+        return next((str(p) for p in paths if p.is_file()), None)
 
     def _grade_unjudged(self, run: dict) -> None:
         """A checkpoint saved after the last attempt's supervisor stopped judging (a lost
@@ -315,11 +313,9 @@ class RunManager:
         newest = max(Path(run["run_dir"]).joinpath("checkpoints").glob("ckpt-*.pt"), default=None)
         if newest is None or verify_path_for(newest).exists():
             return
-        row = self.ledger.conn.execute(
-            "SELECT MAX(step) AS s FROM checkpoints WHERE run_id=? AND verified=1", (run["id"],)
-        ).fetchone()
+        verified = queries.max_verified_step(self.ledger.conn, run["id"])
         step = step_of(newest)
-        if step is None or (row["s"] is not None and step <= row["s"]):
+        if step is None or (verified is not None and step <= verified):
             return
         try:
             command: list[str] | None = list(self.campaign.variant(run["variant"]).command)
@@ -626,15 +622,10 @@ class RunManager:
         event back, marked `repaired`."""
         repaired = []
         kinds = ("launched", "resumed", "queued", *sorted(TERMINAL_STATES))
-        marks = ",".join("?" * len(kinds))
         for run in self.ledger.runs():
             if run["state"] not in TERMINAL_STATES:
                 continue
-            last = self.ledger.conn.execute(
-                f"SELECT kind FROM events WHERE run_id=? AND kind IN ({marks}) ORDER BY seq DESC LIMIT 1",
-                (run["id"], *kinds),
-            ).fetchone()
-            if last is None or last["kind"] not in ("launched", "resumed"):
+            if queries.last_event_kind(self.ledger.conn, run["id"], kinds) not in ("launched", "resumed"):
                 continue
             self.ledger.event(
                 run["state"],

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from runner.campaign.model import Campaign
+from runner.ledger import queries
 from runner.ledger import store as L
 from runner.ledger.states import RunState
 
@@ -56,7 +57,7 @@ class WrapUp:
         file_at = self.campaign.bundle.wrap_up_at
         self.at = file_at.timestamp() if file_at is not None else None
         self.phase = Phase.SCHEDULED if self.at is not None else Phase.NONE
-        for ev in _events(conn, ("wrap_up_moved", "wrap_up_cancelled", "wrap_up_started", "wrap_up_done")):
+        for ev in queries.events_of(conn, ("wrap_up_moved", "wrap_up_cancelled", "wrap_up_started", "wrap_up_done")):
             kind = ev["kind"]
             if kind == "wrap_up_moved":
                 self.at, self.phase = float(ev["at"]), Phase.SCHEDULED
@@ -122,13 +123,10 @@ class WrapUp:
             if run.get("state") != RunState.RUNNING:
                 self.stopped.setdefault(rid, f"ended on its own ({run.get('state')})")
                 continue
-            row = self.ledger.conn.execute(
-                "SELECT step FROM checkpoints WHERE run_id=? AND verified=1 AND t>=? ORDER BY step DESC LIMIT 1",
-                (rid, asked_at),
-            ).fetchone()
-            if row is not None:
-                manager.abort(rid, REASON_VERIFIED.format(step=row["step"]), BY)
-                self.stopped[rid] = f"stopped at verified checkpoint step {row['step']}"
+            step = queries.verified_step_since(self.ledger.conn, rid, asked_at)
+            if step is not None:
+                manager.abort(rid, REASON_VERIFIED.format(step=step), BY)
+                self.stopped[rid] = f"stopped at verified checkpoint step {step}"
             elif now >= deadline:
                 manager.abort(rid, REASON_DEADLINE, BY)
                 self.stopped[rid] = "stopped at the deadline without a new verified checkpoint"
@@ -163,20 +161,6 @@ class WrapUp:
     def finished(self, verify_ok: bool, manifest: str | None, note: str = "") -> None:
         self.ledger.event("wrap_up_done", runs=self.stopped, verify_ok=verify_ok, manifest=manifest, note=note)
         self.phase, self.done_at = Phase.DONE, time.time()
-
-
-def _events(conn: Any, kinds: tuple[str, ...]) -> list[dict]:
-    import json
-
-    marks = ",".join("?" * len(kinds))
-    out = []
-    for r in conn.execute(f"SELECT t, kind, data FROM events WHERE kind IN ({marks}) ORDER BY seq", kinds):
-        try:
-            data = json.loads(r["data"])
-        except ValueError:
-            data = {}
-        out.append({"t": r["t"], "kind": r["kind"], **(data if isinstance(data, dict) else {})})
-    return out
 
 
 def _iso(t: float | None) -> str | None:
