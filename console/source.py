@@ -10,13 +10,9 @@ The app polls `status()`; it schedules the next poll only when the last one has 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any, Protocol
-
-try:
-    import tomllib
-except ImportError:  # pragma: no cover - Python 3.11 has it
-    tomllib = None  # type: ignore[assignment]
 
 
 class SourceError(Exception):

@@ -50,7 +50,7 @@ class BudgetSummary:
         return cost_per_approved(self.committed_usd, self.approved)
 
     def to_json(self) -> dict:
-        """The budget keys of `report --json` (CONTRACT.md), plus the spending lines."""
+        """The budget keys of `report --json` (README), plus the spending lines."""
         return {
             "committed_usd": self.committed_usd,
             "other_spend_usd": self.other_spend_usd,

@@ -1,6 +1,6 @@
 """The rental clock: how long the bundle has left and how loudly to say so.
 
-Levels (CONTRACT.md): "ok"; "warning" once the retrieval deadline is within `warn_hours`;
+Levels (README): "ok"; "warning" once the retrieval deadline is within `warn_hours`;
 "critical" at or past the retrieval deadline (files must already be leaving the host);
 "expired" once the window has closed; "not_open" before the window opens (`started_at` in the
 future): then the times left are the window's whole length, never more, and nothing launches.

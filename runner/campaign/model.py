@@ -1,6 +1,6 @@
 """The campaign file (`campaign.toml`) as typed, immutable objects.
 
-Loading validates everything CONTRACT.md fixes and fails with a `CampaignError` naming the file,
+Loading validates every field the README documents and fails with a `CampaignError` naming the file,
 the line (found by `toml_lines`) and the field. Nothing here plans, launches or prices beyond
 resolving the bundle's price from the catalog: those are other modules' jobs.
 """

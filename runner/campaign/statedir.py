@@ -1,4 +1,4 @@
-"""Where the runner keeps its state: `.campaign/` inside the campaign folder (CONTRACT.md).
+"""Where the runner keeps its state: `.campaign/` inside the campaign folder (docs/INTERNALS.md).
 
 One small module so the CLI, the console's client and the runner agree on the paths without
 importing each other.

@@ -2,7 +2,7 @@
 
 Handlers are named as "module:function" and imported only when their command runs, so `campaign
 plan` never pays for torch or Textual. Exit 0 on success, 2 on bad input (message on stderr), 1 on
-any other failure (CONTRACT.md).
+any other failure (README, the CLI section).
 """
 
 from __future__ import annotations

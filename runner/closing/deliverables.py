@@ -3,7 +3,7 @@
 A run is approved only when it finished, every file it must deliver is there and not empty, every
 path it recorded stays inside the campaign folder and out of temporary folders, an adapter names
 its base model's revision, and its final artifact reloads in a new interpreter. A file that exists
-but cannot be read again is not verified output (BRIEF.md), so data files are parsed too.
+but cannot be read again is not verified output, so data files are parsed too.
 
 Reads the ledger read-only and the run folders; never imports torch: checkpoints are loaded by
 `python -m runner.grading.checkpoint_grade PATH --json` in a child process, so the console may call this.
@@ -12,7 +12,6 @@ Reads the ledger read-only and the run folders; never imports torch: checkpoints
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -413,7 +412,7 @@ _reload_cache: dict[tuple[str, int, int, str], dict[str, Any]] = {}
 
 
 def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str | None = None) -> dict[str, Any]:
-    """Load `path` in a fresh interpreter; the CONTRACT's `checkpoint --json` keys come back.
+    """Load `path` in a fresh interpreter; the `checkpoint --json` keys (README) come back.
 
     A result is remembered for the same bytes (path, size, mtime and sha256) within this process,
     so a runner refreshing the output folder does not reload an unchanged file again."""
@@ -425,10 +424,7 @@ def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str |
     if key in _reload_cache:
         return _reload_cache[key]
     python = python or sys.executable
-    if importlib.util.find_spec("runner.grading.checkpoint_grade") is not None:
-        argv = [python, "-m", "runner.grading.checkpoint_grade", str(path), "--json"]
-    else:  # before the training side's grader exists: a plain weights-only load, same keys
-        argv = [python, "-c", _PLAIN_LOAD, str(path)]
+    argv = [python, "-m", "runner.grading.checkpoint_grade", str(path), "--json"]
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout, env=_child_env(), stdin=subprocess.DEVNULL
@@ -476,7 +472,7 @@ def reload_artifacts(
         if keys[i] in _reload_cache:
             results[i] = _reload_cache[keys[i]]
     todo = [i for i in keys if i not in results]
-    if len(todo) > 1 and importlib.util.find_spec("runner.grading.checkpoint_grade") is not None:
+    if len(todo) > 1:
         argv = [python or sys.executable, "-c", _BATCH_GRADE, *(str(paths[i]) for i in todo)]
         try:
             proc = subprocess.run(
@@ -520,20 +516,6 @@ for p in sys.argv[1:]:
         res = {"verified": False, "grade": "unreadable", "holds": [],
                "problems": [f"{type(exc).__name__}: {exc}".splitlines()[0]]}
     print(json.dumps({"path": p, "result": res}, default=str), flush=True)
-"""
-
-
-_PLAIN_LOAD = """\
-import json, sys
-path = sys.argv[1]
-try:
-    import torch
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    holds = sorted(state) if isinstance(state, dict) else [type(state).__name__]
-    print(json.dumps({"verified": True, "grade": "weights", "holds": holds, "problems": []}))
-except Exception as exc:
-    print(json.dumps({"verified": False, "grade": "unreadable", "holds": [],
-                      "problems": [f"{type(exc).__name__}: {exc}".splitlines()[0]]}))
 """
 
 

@@ -1,6 +1,6 @@
 """The closing report: what the money bought, built once and rendered as JSON, text or Markdown.
 
-Order (BRIEF.md): the conclusion first, then the committed plan and its price, other spending on its
+Order: the conclusion first, then the committed plan and its price, other spending on its
 own lines, the approved count and the rental share per approved deliverable (undefined, with the
 committed cost and the causes, when nothing is approved), every rejected or stopped run with its
 reason, planned against actual per item with the difference explained, and the decisions taken.
@@ -58,7 +58,7 @@ class Report:
 
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """The CONTRACT's `report --json` keys first, then the detail behind them."""
+        """The documented `report --json` keys first, then the detail behind them."""
         b = self.budget.to_json()
         return _finite_json(
             {

@@ -8,7 +8,6 @@ read-only connection then). Non-finite floats come out as "nan"/"inf"/"-inf" str
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import math
 import sqlite3
 import time
@@ -20,6 +19,7 @@ from runner.campaign.clock import read_clock
 from runner.campaign.durations import parse_duration
 from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign, Rule
+from runner.closing.pilot import pilot_status
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key
 from runner.ledger import store as L
@@ -228,16 +228,9 @@ def gpu_info(nvml: Any | None) -> tuple[list[dict], str | None]:
 
 
 def pilot_info(campaign: Campaign, conn: sqlite3.Connection) -> Any:
-    """The report engineer's pilot hook, when that module exists (None otherwise or on failure)."""
+    """The pilot's status for the snapshot (an error entry if it fails: the status still answers)."""
     try:
-        pilot = importlib.import_module("runner.closing.pilot")
-    except ImportError:
-        return None
-    fn = getattr(pilot, "pilot_status", None)
-    if fn is None:
-        return None
-    try:
-        return fn(campaign, conn)
+        return pilot_status(campaign, conn)
     except Exception as exc:  # a broken hook must not take the status down
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 

@@ -1,9 +1,9 @@
 """Grade a checkpoint from what the file holds, in a fresh interpreter: is it a resume point?
 
-A file that exists but does not reload is not verified output (BRIEF.md), and only a new process
+A file that exists but does not reload is not verified output, and only a new process
 proves a reload: nothing the training process holds in memory can help it. So the supervisor and
 `campaign checkpoint` run `python -m runner.grading.checkpoint_grade PATH --json` (`verify_in_subprocess`)
-and read one JSON object from stdout: the CONTRACT's `checkpoint --json` keys (`verified`, `grade`,
+and read one JSON object from stdout: the `checkpoint --json` keys (README) (`verified`, `grade`,
 `holds`, `problems`) plus `path`, `format`, `step`, `bytes`, `verify_seconds`.
 
 - Our own files (a `campaign-checkpoint/1` sidecar beside them): size and sha256 must match the

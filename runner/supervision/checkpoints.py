@@ -2,7 +2,7 @@
 
 A checkpoint is noticed from the harness's `checkpoint` event line, or, for scripts that save on
 their own, as a new `checkpoint_glob` match whose size and mtime held still across two scans. Each
-is graded in a fresh interpreter (`python -m runner.grading.checkpoint_grade PATH --json`, the CONTRACT's
+is graded in a fresh interpreter (`python -m runner.grading.checkpoint_grade PATH --json`, the documented
 `checkpoint --json` output), one at a time, with no GPU visible so a verifier never takes memory
 from the training process. The result lands beside the file as `<name>.verify.json`.
 """

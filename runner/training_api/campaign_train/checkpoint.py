@@ -1,6 +1,6 @@
 """Full-state checkpoints that a new process can resume from exactly.
 
-A resume point is more than weights (BRIEF.md): model, optimizer, scheduler, AMP scaler, progress,
+A resume point is more than weights: model, optimizer, scheduler, AMP scaler, progress,
 every random-number state and the data position. `Checkpointer` saves all of it in one
 `torch.save` file that loads with `torch.load(weights_only=True)` (RNG states are kept as tensors
 and plain ints, never NumPy objects), writes it atomically, keeps the last N, writes the sidecar and
