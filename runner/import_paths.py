@@ -8,8 +8,11 @@ Two kinds of process, two rules:
   could shadow the user's own CUDA build in another virtualenv or conda env), and never a folder in
   which a user's own `runner.py` could be shadowed or shadow anything.
 
-The user's own PYTHONPATH is carried through the tool's processes in `ORIGINAL_VAR` so that the
-training process gets it back unchanged.
+The tool's own processes also run with PYTHONSAFEPATH=1 (Python 3.11's `-P`): they start in the
+campaign folder, where a user's `runner.py` would otherwise shadow the tool's `runner` package.
+
+The user's own PYTHONPATH and PYTHONSAFEPATH are carried through the tool's processes in
+`ORIGINAL_VAR` and `ORIGINAL_SAFE_VAR` so that the training process gets them back unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import runner
 
 ORIGINAL_VAR = "CAMPAIGN_ORIGINAL_PYTHONPATH"  # the user's PYTHONPATH, when it was set
 MARK_VAR = "CAMPAIGN_PYTHONPATH_BY_TOOL"  # present once the tool has put its own path in front
+SAFE_VAR = "PYTHONSAFEPATH"  # set: no script or working folder is put in front of sys.path
+ORIGINAL_SAFE_VAR = "CAMPAIGN_ORIGINAL_PYTHONSAFEPATH"  # the user's PYTHONSAFEPATH, when it was set
 
 
 def training_package_dir() -> Path:
@@ -48,6 +53,12 @@ def tool_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """An environment for one of the tool's own processes (`python -m runner...`)."""
     out = dict(os.environ if env is None else env)
     original = _original(out)
+    if MARK_VAR not in out:  # the user's own setting, kept for the training process
+        if SAFE_VAR in out:
+            out[ORIGINAL_SAFE_VAR] = out[SAFE_VAR]
+        else:
+            out.pop(ORIGINAL_SAFE_VAR, None)
+    out[SAFE_VAR] = "1"
     out[MARK_VAR] = "1"
     if original is None:
         out.pop(ORIGINAL_VAR, None)
@@ -91,6 +102,12 @@ def training_env(env: dict[str, str], state_dir: Path) -> dict[str, str]:
     """The environment of a training process: the user's PYTHONPATH plus `campaign_train` only."""
     out = dict(env)
     original = _original(out)
+    if MARK_VAR in out:
+        if ORIGINAL_SAFE_VAR in out:
+            out[SAFE_VAR] = out[ORIGINAL_SAFE_VAR]
+        else:
+            out.pop(SAFE_VAR, None)
+    out.pop(ORIGINAL_SAFE_VAR, None)
     out.pop(ORIGINAL_VAR, None)
     out.pop(MARK_VAR, None)
     out["PYTHONPATH"] = _join(str(training_path_dir(state_dir)), original)

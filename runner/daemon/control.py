@@ -34,7 +34,7 @@ from typing import Any
 from runner.campaign.errors import RunnerUnavailable
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.daemon import client
-from runner.import_paths import MARK_VAR, ORIGINAL_VAR, tool_env
+from runner.import_paths import MARK_VAR, ORIGINAL_SAFE_VAR, ORIGINAL_VAR, SAFE_VAR, tool_env
 
 DAEMON_MODULE = "runner.daemon.server"
 
@@ -208,7 +208,16 @@ def _spawn(campaign: Any, plan: DetachPlan, paths: StatePaths) -> tuple[str | No
         unit = "campaign-" + hashlib.sha256(str(paths.root).encode()).hexdigest()[:10]
         subprocess.run(["loginctl", "enable-linger"], capture_output=True, timeout=10)
         cmd = ["systemd-run", "--user", "--collect", "--quiet", f"--unit={unit}", f"--working-directory={paths.root}"]
-        for key in ("PYTHONPATH", ORIGINAL_VAR, MARK_VAR, "CAMPAIGN_SLOTS", "PATH", "VIRTUAL_ENV"):
+        for key in (
+            "PYTHONPATH",
+            ORIGINAL_VAR,
+            MARK_VAR,
+            SAFE_VAR,
+            ORIGINAL_SAFE_VAR,
+            "CAMPAIGN_SLOTS",
+            "PATH",
+            "VIRTUAL_ENV",
+        ):
             if env.get(key):
                 cmd.append(f"--setenv={key}={env[key]}")
         res = subprocess.run(
