@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -495,14 +496,18 @@ class RunManager:
                     if p is not None and not proctree.gone(p):
                         tracked.append(p)
         child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
-        child_alive = child is not None and not proctree.gone(child)
-        if not child_alive and not tracked:
+        if child is not None and proctree.gone(child):
+            child = None
+        if child is None and not tracked:
             return None
-        if child_alive:
+        target: Callable[..., object]
+        args: tuple[Any, ...]
+        kwargs: dict[str, Any] = {}
+        if child is not None:
             target, args = proctree.stop_tree, (child.pid, sup.get("pgid") or child.pid, self.grace)
-            kwargs: dict[str, Any] = {"tracked": tracked}
+            kwargs = {"tracked": tracked}
         else:  # never pass a dead pid as a root: the number may belong to someone else by now
-            target, args, kwargs = proctree.stop_tracked, (tracked, self.grace), {}
+            target, args = proctree.stop_tracked, (tracked, self.grace)
         # the grace period is for the script to save a checkpoint: wait it out off the event loop
         thread = threading.Thread(target=target, args=args, kwargs=kwargs, name=f"stop-orphan-{attempt}", daemon=True)
         thread.start()
