@@ -2,9 +2,10 @@
 
 `make_app(source=..., nvml=..., clock=...)` builds it around a status source (the live runner, or
 a recorded snapshot), an NVML session (real, or recorded answers in tests) and a clock (real, or
-fixed). Each tick fetches one status snapshot, samples the GPUs and reads new metric lines off the
-UI thread, then updates the screen; the next tick is scheduled only when this one has finished,
-so a slow runner or disk never piles polls up. Tests pass `auto_tick=False` and call `tick()`.
+fixed). Each tick takes the source's update (the state and the runs that changed), samples the
+GPUs and reads new metric lines off the UI thread, then updates what changed on screen; the next
+tick is scheduled only when this one has finished, so a slow runner or disk never piles polls up.
+Tests pass `auto_tick=False` and call `tick()`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class CampaignConsole(App):
         self.snapshot: dict | None = None
         self.gpu_reading: GpuReading | None = None
         self.down: str | None = None
+        self.down_hint: str | None = None  # what fixes it (the runner's `campaign up` command)
+        self.rows: dict[str, dict] = {}  # run id -> its row, as last received
         self.tries = 0
         self.last_seen: float | None = None
         self.ticks = 0
@@ -115,27 +118,29 @@ class CampaignConsole(App):
 
     async def _tick(self, screen: MainScreen) -> None:
         now = self.clock()
+        changed: list[dict] | None = []
         try:
-            snap = await self.source.status()
-        except SourceDown as exc:
-            if self.down is None:
-                self.notify("lost the runner: reconnecting", severity="warning")
-            self.down = str(exc)
-            self.tries += 1
+            update = await self.source.update()
         except SourceError as exc:
-            self.down = str(exc)
+            if isinstance(exc, SourceDown) and self.down is None:
+                self.notify("lost the runner: reconnecting", severity="warning")
+            self.down, self.down_hint = exc.reason, exc.hint
             self.tries += 1
         else:
             if self.down is not None and self.last_seen is not None:
                 self.notify("runner reconnected")
-            self.down, self.tries, self.last_seen = None, 0, now
-            self._announce(snap)
-            self.snapshot = snap
+            self.down, self.down_hint, self.tries, self.last_seen = None, None, 0, now
+            changed = update.changed
+            if changed is None:
+                self.rows = {str(r.get("id")): r for r in update.snapshot.get("runs") or []}
+            else:
+                self.rows.update((str(r.get("id")), r) for r in changed)
+            self._announce(update.snapshot.get("runs") or [] if changed is None else changed)
+            self.snapshot = update.snapshot
         snap = self.snapshot or {}
-        runs = snap.get("runs") or []
         plot = screen.query_one(LossPlot)
-        plot.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
-        pids = {str(r["id"]): r.get("pid") for r in runs if r.get("state") == RunState.RUNNING}
+        plot.take_runs(self.rows.values() if changed is None else changed, full=changed is None)
+        pids = {rid: (self.rows.get(rid) or {}).get("pid") for rid in plot.running}
         root = (snap.get("campaign") or {}).get("root") or (str(self.campaign.root) if self.campaign else None)
         self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
         plot.apply(batch)
@@ -145,20 +150,26 @@ class CampaignConsole(App):
             expiry,
             self.gpu_reading,
             down=self.down,
+            down_hint=self.down_hint,
             tries=self.tries,
             last_seen=self.last_seen,
             now=now,
             control_variant=self.control_variant,
             tz=self.tz,
+            changed=changed,
         )
+        # curves that became drawable on this tick (a new selection, the first frame): read now
+        missing = {rid: d for rid, d in plot.wanted().items() if d and rid not in plot.tails.tails}
+        if missing:
+            plot.apply(await asyncio.to_thread(plot.tails.read, missing))
         self.ticks += 1
 
     def _sample_off_thread(self, pids: dict, root: str | None, plot: LossPlot) -> tuple[GpuReading, dict]:
         return self.sampler.read(pids, root), plot.read_new()
 
-    def _announce(self, snap: dict) -> None:
+    def _announce(self, rows: list[dict]) -> None:
         """A toast when a run stops, fails or finishes (the table keeps the reason)."""
-        for r in snap.get("runs") or []:
+        for r in rows:
             rid, state = str(r.get("id")), str(r.get("state"))
             before = self._states.get(rid)
             self._states[rid] = state

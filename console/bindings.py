@@ -14,6 +14,7 @@ ACTIONS: tuple[tuple[str, str, str, str, str, bool], ...] = (
     ("resume", "r", "resume", "resume", "Resume the selected stopped or failed run", True),
     ("checkpoint", "c", "checkpoint", "ckpt", "Ask the selected run for a checkpoint now", True),
     ("detail", "d", "detail", "detail", "Open the selected run's detail", False),
+    ("filter", "slash", "filter_runs", "filter", "Filter the runs table: state:X, variant:X or words", False),
     ("plan", "p", "plan", "plan", "Open the plan: schedule against the window", True),
     ("retrieval", "f", "retrieval", "files", "Open the retrieval screen: what must leave the host", True),
     ("decide", "D", "decide", "pilot", "Pilot decision: continue, cut to chosen variants, or revisit", True),

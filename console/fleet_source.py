@@ -15,7 +15,7 @@ import math
 import threading
 from typing import Any
 
-from console.source import SourceDown, SourceError
+from console.source import SourceDown, SourceError, StatusUpdate
 
 
 def console_snapshot(merged: dict) -> dict:
@@ -61,6 +61,10 @@ class FleetSource:
         if snap["runner"] is None and snap["hosts"]:
             raise SourceDown("no host's runner answers: " + "; ".join(str(h.get("error")) for h in snap["hosts"]))
         return snap
+
+    async def update(self) -> StatusUpdate:
+        """Every host's snapshot, whole, each time (deltas across SSH are not done yet)."""
+        return StatusUpdate(await self.status(), None)
 
     def _request(self, op: str, args: dict[str, Any]) -> Any:
         from runner.campaign.errors import CampaignError, RunnerUnavailable

@@ -1,32 +1,51 @@
 """Where the console's status comes from, and where its actions go.
 
-`RunnerSource` is the live one: the runner's socket through `runner.daemon.client.AsyncClient`, which
-re-opens a lost connection by itself, so a restarted runner is picked up on the next poll.
-`SnapshotSource` serves a recorded status snapshot (screenshots, snapshot tests, a status file
-saved with `campaign status --json`): it refuses every action, since no runner stands behind it.
-The app polls `status()`; it schedules the next poll only when the last one has finished.
+`RunnerSource` is the live one: it subscribes to the runner's socket (through
+`runner.daemon.client.AsyncClient`, which reconnects by itself), takes one full state and then
+applies the runner's deltas, so a second costs what changed. `SnapshotSource` serves a recorded
+status snapshot (screenshots, snapshot tests, a status file saved with `campaign status --json`):
+it refuses every action, since no runner stands behind it. The app asks `update()` once a tick; it
+schedules the next tick only when the last one has finished.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from runner.daemon.status_types import apply_delta, index_runs
 
 
 class SourceError(Exception):
     """An action was refused, or the source could not answer (the message is for the user)."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message
+        self.hint = hint  # what fixes it, shown first where space is short
 
 
 class SourceDown(SourceError):
     """No runner answers right now (the console says so and keeps trying)."""
 
 
+@dataclass
+class StatusUpdate:
+    """The state as it is now, and the runs that changed since the last update (None: take all
+    of them, a full state arrived)."""
+
+    snapshot: dict
+    changed: list[dict] | None
+
+
 class StatusSource(Protocol):
     description: str
 
-    async def status(self) -> dict: ...
+    async def update(self) -> StatusUpdate: ...
 
     async def request(self, op: str, **args: Any) -> Any: ...
 
@@ -36,13 +55,69 @@ class StatusSource(Protocol):
 class RunnerSource:
     """The runner of the campaign folder `root`, over its socket."""
 
-    def __init__(self, root: str | Path, *, timeout: float = 10.0) -> None:
+    def __init__(self, root: str | Path, *, timeout: float = 10.0, retry_seconds: float = 1.0) -> None:
         from runner.daemon.client import AsyncClient
 
         self.root = Path(root)
         self.description = f"runner of {self.root}"
+        self.timeout = timeout
+        self.retry_seconds = retry_seconds
         # a str, not a Path: `paths_for` reads a `.root` attribute, and every Path has one ("/")
         self._client = AsyncClient(str(self.root), timeout=timeout)
+        self.state: dict | None = None
+        self._index: dict[str, int] = {}
+        self._pending: list[dict] = []  # deltas received, applied at the next update()
+        self._next_state: dict | None = None  # a full state received, taken at the next update()
+        self._down: SourceDown | None = None
+        self._news = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.deltas = 0  # deltas applied (tests and benchmarks read it)
+
+    async def _follow(self) -> None:
+        """The subscription, for as long as the console lives: a full state on each (re)connect,
+        then deltas, kept until the next `update()` applies them (the app's state changes only
+        at its own ticks)."""
+        async for msg in self._client.watch(self.retry_seconds):
+            kind, data = msg.get("event"), msg.get("data")
+            if kind == "status" and isinstance(data, dict):
+                self._next_state = data
+                self._pending.clear()
+                self._down = None
+            elif kind == "delta" and isinstance(data, dict):
+                self._pending.append(data)
+            elif kind == "runner" and isinstance(data, dict) and not data.get("up"):
+                self._down = SourceDown(str(data.get("reason") or data.get("error")), hint=data.get("hint"))
+            else:
+                continue
+            self._news.set()
+
+    async def update(self) -> StatusUpdate:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._follow())
+        if self.state is None and self._next_state is None and self._down is None:
+            self._news.clear()
+            try:
+                await asyncio.wait_for(self._news.wait(), self.timeout)
+            except TimeoutError:
+                raise SourceDown(
+                    f"the runner of {self.root} did not send its state within {self.timeout:g} s"
+                ) from None
+        if self._down is not None:
+            raise self._down
+        full = self._next_state is not None
+        if full:
+            self.state, self._next_state = self._next_state, None
+            self._index = index_runs(self.state)
+        assert self.state is not None
+        changed: dict[str, dict] = {}
+        pending, self._pending = self._pending, []
+        for delta in pending:
+            if delta.get("since") != self.state.get("seq", 0):
+                continue  # not a successor of this state (cannot happen on one ordered stream)
+            for rid in apply_delta(self.state, self._index, delta):
+                changed[rid] = self.state["runs"][self._index[rid]]
+            self.deltas += 1
+        return StatusUpdate(self.state, None if full else list(changed.values()))
 
     async def status(self) -> dict:
         return await self.request("status")
@@ -54,13 +129,17 @@ class RunnerSource:
         try:
             return await self._client.request(op, **args)
         except RunnerUnavailable as exc:
-            raise SourceDown(str(exc)) from None
-        except (RequestFailed, CampaignError) as exc:
+            raise SourceDown(exc.reason, hint=exc.hint) from None
+        except RequestFailed as exc:
+            raise SourceError(str(exc), hint=exc.hint) from None
+        except CampaignError as exc:
             raise SourceError(str(exc)) from None
         except (TimeoutError, OSError, ValueError) as exc:
             raise SourceDown(f"the runner's socket failed: {exc}") from None
 
     async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
         await self._client.close()
 
 
@@ -80,6 +159,9 @@ class SnapshotSource:
         if self.down:
             raise SourceDown(self.down)
         return self.snapshot
+
+    async def update(self) -> StatusUpdate:
+        return StatusUpdate(await self.status(), None)
 
     async def request(self, op: str, **args: Any) -> Any:
         self.requests.append((op, args))

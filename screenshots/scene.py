@@ -155,6 +155,8 @@ def write_scene(folder: Path) -> Path:
 def snapshot(folder: Path, now: float) -> dict:
     """The status snapshot a runner would give for the scene at `now` (the bundle part computed by
     the runner's own `runner.daemon.status.bundle_info`)."""
+    import msgspec
+
     from runner.campaign.model import load_campaign
     from runner.daemon.status import bundle_info
 
@@ -219,7 +221,7 @@ def snapshot(folder: Path, now: float) -> dict:
             "root": str(folder),
             "file": str(folder / "campaign.toml"),
         },
-        "bundle": bundle_info(campaign, now),
+        "bundle": msgspec.to_builtins(bundle_info(campaign, now)),
         "gpus": [],
         "nvml_error": None,
         "slots": {"total": 2, "busy": 2},

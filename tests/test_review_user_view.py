@@ -175,11 +175,10 @@ async def test_connection_banner_shows_the_fix_within_its_two_lines_at_80_column
     from runner.campaign.statedir import StatePaths
     from runner.daemon.client import _unavailable
 
-    reason = str(
-        _unavailable(
-            StatePaths(Path("/home/user/campaigns/rank-ablation")),
-            "no socket at /home/user/campaigns/rank-ablation/.campaign/runner.sock",
-        )
+    # the fix travels as its own field (`hint`), never parsed out of the words
+    exc = _unavailable(
+        StatePaths(Path("/home/user/campaigns/rank-ablation")),
+        "no socket at /home/user/campaigns/rank-ablation/.campaign/runner.sock",
     )
 
     class Host(App):
@@ -189,7 +188,7 @@ async def test_connection_banner_shows_the_fix_within_its_two_lines_at_80_column
     app = Host()
     async with app.run_test(size=(80, 24)) as pilot:
         banner = app.query_one(ConnectionBanner)
-        banner.show(reason, 3, 100.0, 103.0)
+        banner.show(exc.reason, 3, 100.0, 103.0, hint=exc.hint)
         await pilot.pause()
         shown = " ".join(strip.text for strip in banner.render_lines(banner.region.reset_offset))
         assert "campaign up /home/user/campaigns/rank-ablation" in " ".join(shown.split())

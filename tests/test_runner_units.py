@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import time
 
+import msgspec
 import pytest
 
 from runner.campaign.model import load_campaign
@@ -221,9 +222,12 @@ def test_ledger_records_and_snapshot_reads_it(tmp_path):
     ro = L.connect(led.path, readonly=True)
     with pytest.raises(sqlite3.OperationalError):
         ro.execute("DELETE FROM runs")
-    snap = build_snapshot(
+    typed = build_snapshot(
         c, ro, runner={"pid": 1, "started_at": now, "version": "t"}, slots={"total": 1, "busy": 1}, now=now
     )
+    line = protocol.encode(protocol.ok(1, typed))  # what the socket sends: msgspec, strict JSON
+    assert b"NaN" not in line and json.loads(line)["result"] == json.loads(json.dumps(msgspec.to_builtins(typed)))
+    snap = msgspec.to_builtins(typed)
     json.dumps(snap, allow_nan=False)  # strict JSON
     (run,) = snap["runs"]
     assert run["step"] == 20 and run["loss"] == "nan" and run["bad_lines"] == 2

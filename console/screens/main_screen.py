@@ -26,6 +26,7 @@ from console.widgets.header.status_banner import (
     WrapUpBanner,
 )
 from console.widgets.plots.loss_plot import LossPlot
+from console.widgets.runs.runs_note import RunsNote
 from console.widgets.runs.runs_table import RunsTable
 from runner.ledger.states import PENDING_STATES, RESUMABLE_STATES, RunState
 
@@ -51,6 +52,7 @@ class MainScreen(Screen):
         yield NotifyBanner(id="notify-banner")
         yield GpuPanel(id="gpus")
         yield RunsTable(id="runs")
+        yield RunsNote(id="runs-note")
         yield LossPlot(id="plot")
         yield Footer(compact=True)
 
@@ -78,12 +80,15 @@ class MainScreen(Screen):
         reading,
         *,
         down: str | None,
+        down_hint: str | None = None,
         tries: int,
         last_seen: float | None,
         now: float,
         control_variant: str | None,
         tz=None,
+        changed: list[dict] | None = None,
     ) -> None:
+        """`changed`: the runs that changed since the last call (None: `snapshot` holds them all)."""
         self.query_one(BundleHeader).show(snapshot, expiry, tz)
         self.query_one(HostsPanel).show(snapshot.get("hosts"), now)
         self.query_one(ExpiryBanner).show(expiry, snapshot.get("retrieval"), tz)
@@ -93,7 +98,7 @@ class MainScreen(Screen):
         if pilot_state != self._pilot_state:
             self._pilot_state = pilot_state
             self.refresh_bindings()
-        self.query_one(ConnectionBanner).show(down, tries, last_seen, now)
+        self.query_one(ConnectionBanner).show(down, tries, last_seen, now, hint=down_hint)
         self.query_one(NotifyBanner).show((snapshot.get("runner") or {}).get("notify"))
         self.query_one(WrapUpBanner).show(snapshot, now)
         wrap_phase = ((snapshot.get("runner") or {}).get("wrap_up") or {}).get("phase")
@@ -102,11 +107,10 @@ class MainScreen(Screen):
             self.refresh_bindings()
         self.query_one(GpuPanel).show(reading)
         table = self.query_one(RunsTable)
-        runs = snapshot.get("runs") or []
-        table.show(runs)
+        table.show(snapshot.get("runs") or [] if changed is None else changed, full=changed is None)
         queue = snapshot.get("queue") or []
         table.border_title = f"queue: {', '.join(queue)}" if queue else None
-        self.query_one(LossPlot).set_runs(runs, table.selected_run, control_variant)
+        self.query_one(LossPlot).set_runs(table.selected_run, control_variant)
 
     @property
     def selected_run(self) -> str | None:
@@ -114,10 +118,7 @@ class MainScreen(Screen):
 
     def selected_row(self) -> dict | None:
         rid = self.selected_run
-        for r in (self.console_app.snapshot or {}).get("runs") or []:
-            if r.get("id") == rid:
-                return r
-        return None
+        return self.console_app.rows.get(rid) if rid is not None else None
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         plot = self.query_one(LossPlot)
@@ -194,6 +195,17 @@ class MainScreen(Screen):
         from console.screens.run_detail import RunDetailScreen
 
         self.console_app.push_screen(RunDetailScreen(rid))
+
+    def action_filter_runs(self) -> None:
+        from console.screens.filter_dialog import FilterDialog
+
+        table = self.query_one(RunsTable)
+
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                table.set_filter(text)
+
+        self.app.push_screen(FilterDialog(table.selection.filter.text), chosen)
 
     def action_plan(self) -> None:
         from console.screens.plan_screen import PlanScreen

@@ -30,4 +30,12 @@ class CampaignError(Exception):
 
 
 class RunnerUnavailable(Exception):
-    """The runner is not running or its socket does not answer (exit 1, not bad input)."""
+    """The runner is not running or its socket does not answer (exit 1, not bad input).
+
+    `reason` says what is wrong and `hint` what fixes it, apart, so a screen can put the fix first;
+    the message is both, "reason: hint"."""
+
+    def __init__(self, reason: str, *, hint: str | None = None) -> None:
+        self.reason = reason
+        self.hint = hint
+        super().__init__(f"{reason}: {hint}" if hint else reason)

@@ -24,12 +24,17 @@ DEFAULT_TIMEOUT = 15.0
 
 
 class RequestFailed(Exception):
-    """The runner answered, and refused (its words are the message)."""
+    """The runner answered, and refused (its words are the message; `code` and `hint` as sent)."""
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
 
 
 def _unavailable(paths: StatePaths, why: str) -> RunnerUnavailable:
     return RunnerUnavailable(
-        f"the runner is not running for {paths.root} ({why}): start it with `campaign up {paths.root}`"
+        f"the runner is not running for {paths.root} ({why})", hint=f"start it with `campaign up {paths.root}`"
     )
 
 
@@ -37,9 +42,10 @@ def _result(reply: dict) -> Any:
     if reply.get("ok"):
         return reply.get("result")
     message = str(reply.get("error") or "the runner refused the request")
-    if reply.get("code") == "bad_input":
+    code, hint = reply.get("code"), reply.get("hint")
+    if code == protocol.ErrorCode.BAD_INPUT:
         raise CampaignError(message)
-    raise RequestFailed(message)
+    raise RequestFailed(message, code=code, hint=hint)
 
 
 class Client:
@@ -106,6 +112,9 @@ class Client:
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
+    def _message(self) -> dict:
+        return protocol.decode(self._readline(), limit=protocol.MAX_REPLY_BYTES)
+
     def send(self, message: dict) -> None:
         self.connect()
         assert self._sock is not None
@@ -120,7 +129,7 @@ class Client:
         req_id = next(self._ids)
         self.send({"id": req_id, "op": op, **args})
         while True:
-            msg = protocol.decode(self._readline())
+            msg = self._message()
             if msg.get("id") == req_id and "ok" in msg:
                 return _result(msg)
 
@@ -128,7 +137,7 @@ class Client:
         """Events (`{"event": ..., "data": ...}`) until the runner goes away."""
         self.request("subscribe")
         while True:
-            msg = protocol.decode(self._readline())
+            msg = self._message()
             if "event" in msg:
                 yield msg
 
@@ -173,7 +182,7 @@ class AsyncClient:
             raise _unavailable(self.paths, f"no socket at {path}")
         try:
             return await asyncio.wait_for(
-                asyncio.open_unix_connection(str(path), limit=protocol.MAX_LINE_BYTES), self.timeout
+                asyncio.open_unix_connection(str(path), limit=protocol.MAX_REPLY_BYTES), self.timeout
             )
         except (ConnectionRefusedError, FileNotFoundError):
             raise _unavailable(self.paths, "nothing answers on its socket") from None
@@ -204,7 +213,7 @@ class AsyncClient:
                         line = await asyncio.wait_for(self._reader.readline(), self.timeout)
                         if not line:
                             raise ConnectionResetError("closed")
-                        msg = protocol.decode(line)
+                        msg = protocol.decode(line, limit=protocol.MAX_REPLY_BYTES)
                         if msg.get("id") == req_id and "ok" in msg:
                             return _result(msg)
                 except (ConnectionError, OSError, asyncio.IncompleteReadError) as exc:
@@ -230,13 +239,13 @@ class AsyncClient:
                 if not line:
                     raise _unavailable(self.paths, "it closed the connection")
                 try:
-                    msg = protocol.decode(line)
+                    msg = protocol.decode(line, limit=protocol.MAX_REPLY_BYTES)
                 except protocol.ProtocolError:
                     continue
                 if "event" in msg:
                     yield msg
                 elif msg.get("ok") is False:
-                    raise RequestFailed(str(msg.get("error")))
+                    raise RequestFailed(str(msg.get("error")), code=msg.get("code"), hint=msg.get("hint"))
         finally:
             writer.close()
 
@@ -248,11 +257,18 @@ class AsyncClient:
                 async for ev in self.subscribe():
                     if was_up is not True:
                         was_up = True
-                        yield protocol.event("runner", {"up": True})
+                        yield {"event": "runner", "data": {"up": True}}
                     yield ev
                 raise _unavailable(self.paths, "it closed the connection")
             except (RunnerUnavailable, RequestFailed) as exc:
                 if was_up is not False:
                     was_up = False
-                    yield protocol.event("runner", {"up": False, "error": str(exc)})
+                    yield {
+                        "event": "runner",
+                        "data": {"up": False, "error": str(exc), "reason": _reason(exc), "hint": exc.hint},
+                    }
             await asyncio.sleep(retry_seconds)
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "reason", None) or str(exc)

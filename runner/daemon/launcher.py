@@ -40,7 +40,7 @@ from runner.daemon.watcher import RunWatch
 from runner.import_paths import tool_env
 from runner.ledger import queries
 from runner.ledger.states import PENDING_STATES, TERMINAL_STATES, RunState
-from runner.ledger.store import Ledger
+from runner.ledger.store import Ledger, runs_in_state
 from runner.supervision import kept_copy, proctree
 from runner.supervision.checkpoints import grade_now, step_of, verify_path_for
 
@@ -241,7 +241,7 @@ class RunManager:
             return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
         if time.time() < self.campaign.bundle.started_at.timestamp():
             return False  # the window has not opened: runs wait queued (`start` says so)
-        queued = sorted((r for r in self.ledger.runs() if r["state"] == RunState.QUEUED), key=order_key(self.campaign))
+        queued = sorted(runs_in_state(self.ledger.conn, RunState.QUEUED), key=order_key(self.campaign))
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:

@@ -1,18 +1,23 @@
 """The control socket's wire format: one JSON object a line, UTF-8 (docs/INTERNALS.md).
 
-Requests carry `op` and an `id`; replies echo the `id` with `ok` and `result` or `error`; a
-subscription streams `{"event": ...}` messages. JSON has no NaN or infinity, so non-finite floats
-travel as the strings "nan", "inf", "-inf". Decoding never raises anything but `ProtocolError`, so
-a malformed line costs the sender an error reply, never the runner a crash.
+Requests carry `op` and an `id`; replies (`OkReply`, `ErrorReply`) echo the `id` with `ok` and
+`result` or `error` (+ `code`, `hint`); a subscription streams `EventMessage`s. JSON has no NaN or
+infinity, so non-finite floats travel as the strings "nan", "inf", "-inf". Decoding never raises
+anything but `ProtocolError`, so a malformed line costs the sender an error reply, never the
+runner a crash.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from enum import StrEnum
 from typing import Any
 
-MAX_LINE_BYTES = 4 * 1024 * 1024  # a status snapshot of many runs fits well inside this
+import msgspec
+
+MAX_LINE_BYTES = 4 * 1024 * 1024  # a request; the runner refuses longer lines
+MAX_REPLY_BYTES = 1024 * 1024 * 1024  # a reply: a full snapshot of 10,000 runs is about 15 MB
 PROTOCOL_VERSION = 1
 
 # op -> required argument names (others are optional); the daemon checks before dispatching
@@ -34,6 +39,37 @@ OPS: dict[str, tuple[str, ...]] = {
 
 class ProtocolError(ValueError):
     """A line that is not a request this protocol understands."""
+
+
+class ErrorCode(StrEnum):
+    """Why a request was refused; clients act on the code, never on the words."""
+
+    BAD_REQUEST = "bad_request"  # not a request this protocol knows
+    BAD_INPUT = "bad_input"  # the user's mistake (an undeclared variant, an unknown run): exit 2
+    REFUSED = "refused"  # a peer of another uid
+    INTERNAL = "internal"  # the runner failed; its log says why
+
+
+class OkReply(msgspec.Struct):
+    id: int | str | None
+    ok: bool
+    result: Any
+
+
+class ErrorReply(msgspec.Struct, omit_defaults=True):
+    id: int | str | None
+    ok: bool
+    error: str  # what went wrong, in words for people
+    code: str | None = None  # an ErrorCode value
+    hint: str | None = None  # what to do about it, when the runner knows
+
+
+class EventMessage(msgspec.Struct):
+    event: str  # "status" (a full snapshot), "delta" (what changed), "log" (a ledger event), "runner"
+    data: Any
+
+
+_encoder = msgspec.json.Encoder(enc_hook=str)
 
 
 def _finite_or_text(x: float) -> float | str:
@@ -65,15 +101,18 @@ def dumps(obj: Any) -> str:
 
 
 def encode(obj: Any) -> bytes:
-    """One message as a line of bytes."""
+    """One message as a line of bytes. Structs are built finite-or-text (`ok`, `event` and the
+    snapshot types see to it), so they go through msgspec as they are."""
+    if isinstance(obj, msgspec.Struct):
+        return _encoder.encode(obj) + b"\n"
     return dumps(obj).encode("utf-8") + b"\n"
 
 
-def decode(line: bytes | str) -> dict:
+def decode(line: bytes | str, *, limit: int = MAX_LINE_BYTES) -> dict:
     """One received line as a dict; raises ProtocolError for anything else."""
     if isinstance(line, bytes):
-        if len(line) > MAX_LINE_BYTES:
-            raise ProtocolError(f"line longer than {MAX_LINE_BYTES} bytes")
+        if len(line) > limit:
+            raise ProtocolError(f"line longer than {limit} bytes")
         try:
             line = line.decode("utf-8")
         except UnicodeDecodeError:
@@ -82,8 +121,8 @@ def decode(line: bytes | str) -> dict:
     if not line:
         raise ProtocolError("empty line")
     try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
+        obj = msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
         raise ProtocolError("line is not JSON") from None
     if not isinstance(obj, dict):
         raise ProtocolError("a message must be a JSON object")
@@ -107,17 +146,18 @@ def check_request(msg: dict) -> tuple[Any, str, dict]:
     return req_id, op, args
 
 
-def ok(req_id: Any, result: Any) -> dict:
-    return {"id": req_id, "ok": True, "result": result}
+def _finite(data: Any) -> Any:
+    return data if isinstance(data, msgspec.Struct) else sanitize(data)
 
 
-def error(req_id: Any, message: str, *, code: str | None = None) -> dict:
-    """An error reply; `code` "bad_input" marks the user's mistake (the CLI exits 2 on it)."""
-    out = {"id": req_id, "ok": False, "error": message}
-    if code:
-        out["code"] = code
-    return out
+def ok(req_id: Any, result: Any) -> OkReply:
+    return OkReply(id=req_id, ok=True, result=_finite(result))
 
 
-def event(kind: str, data: Any) -> dict:
-    return {"event": kind, "data": data}
+def error(req_id: Any, message: str, *, code: ErrorCode | str | None = None, hint: str | None = None) -> ErrorReply:
+    """An error reply; code "bad_input" marks the user's mistake (the CLI exits 2 on it)."""
+    return ErrorReply(id=req_id, ok=False, error=message, code=str(code) if code else None, hint=hint)
+
+
+def event(kind: str, data: Any) -> EventMessage:
+    return EventMessage(event=kind, data=_finite(data))

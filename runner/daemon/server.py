@@ -22,6 +22,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from campaign_train.atomic import write_json_atomic, write_text_atomic
 from runner import __version__
 from runner.campaign.errors import CampaignError
@@ -34,8 +36,10 @@ from runner.daemon.containment import log
 from runner.daemon.launcher import RequestError, RunManager
 from runner.daemon.leaving import Leaving
 from runner.daemon.nvml import Nvml
+from runner.daemon.runview import RunView
 from runner.daemon.slots import plan_slots
-from runner.daemon.status import build_snapshot, frozen_config
+from runner.daemon.status import frozen_config
+from runner.daemon.status_types import Snapshot
 from runner.ledger import store as L
 from runner.ledger.states import RunState
 
@@ -89,16 +93,18 @@ class Daemon:
         self.slots = plan_slots(campaign, gpu_count=self.nvml.device_count(), nvml_error=self.nvml.error)
         self.manager = RunManager(campaign, self.ledger, self.slots)
         self.started_at = time.time()
-        self.subscribers: set[asyncio.StreamWriter] = set()
+        # each subscriber -> the view's seq it has been sent up to (it gets only what changed since)
+        self.subscribers: dict[asyncio.StreamWriter, int] = {}
         self.stop_event: asyncio.Event | None = None
         self.output_stale = False  # the output folder lags a run's end
         self.output_task: asyncio.Task | None = None
         self.abort_on_stop = False
-        self.dirty = True
         self._bound: Path | None = None  # where the socket was bound
         self._last_push = 0.0
-        self.ledger.listeners.append(self._on_ledger_event)
         self.leaving = Leaving(campaign, self.ledger, self.manager, log)  # notify, wrap-up, retrieval
+        self.view = RunView(campaign, self.ledger.conn, nvml=self.nvml, runner=self.runner_info, slots=self.slots_info)
+        self.ledger.run_listeners.append(self.view.touch)
+        self.ledger.listeners.append(self._on_ledger_event)
 
     # -- snapshot and events -------------------------------------------------------------------
     def runner_info(self) -> dict:
@@ -111,29 +117,26 @@ class Daemon:
             "process_tracking": PROCESS_TRACKING,
         }
 
-    def snapshot(self) -> dict:
-        busy = len(self.manager.busy)
-        return build_snapshot(
-            self.campaign,
-            self.ledger.conn,
-            runner=self.runner_info(),
-            nvml=self.nvml,
-            slots={"total": self.slots.total, "busy": busy, "note": self.slots.note},
-        )
+    def slots_info(self) -> dict:
+        return {"total": self.slots.total, "busy": len(self.manager.busy), "note": self.slots.note}
+
+    def snapshot(self) -> Snapshot:
+        self.view.refresh()
+        return self.view.snapshot()
 
     def _send(self, writer: asyncio.StreamWriter, msg: dict) -> None:
         if writer.is_closing():
-            self.subscribers.discard(writer)
+            self.subscribers.pop(writer, None)
             return
         if writer.transport.get_write_buffer_size() > MAX_CLIENT_BUFFER:
             log("dropping a subscriber that does not read")
-            self.subscribers.discard(writer)
+            self.subscribers.pop(writer, None)
             writer.close()
             return
         writer.write(protocol.encode(msg))
 
     def _on_ledger_event(self, ev: dict) -> None:
-        self.dirty = True
+        self.view.on_event(ev)
         if ev.get("kind") in OUTPUT_EVENTS:
             self.output_stale = True
         if self.subscribers:
@@ -142,11 +145,20 @@ class Daemon:
                 self._send(w, msg)
 
     def _push_status(self) -> None:
-        msg = protocol.event("status", self.snapshot())
-        for w in list(self.subscribers):
-            self._send(w, msg)
+        """Each subscriber gets what changed since what it was last sent, and nothing when
+        nothing changed. Subscribers are nearly always at the same seq: one delta serves them."""
+        self.view.refresh()
+        sent: dict[int, protocol.EventMessage | None] = {}
+        for w, seq in list(self.subscribers.items()):
+            if seq not in sent:
+                delta = self.view.delta(seq)
+                sent[seq] = protocol.event("delta", delta) if delta is not None else None
+            msg = sent[seq]
+            if msg is not None:
+                self._send(w, msg)
+                if w in self.subscribers:
+                    self.subscribers[w] = self.view.seq
         self._last_push = time.monotonic()
-        self.dirty = False
 
     # -- the loop ------------------------------------------------------------------------------
     async def ticker(self) -> None:
@@ -164,13 +176,11 @@ class Daemon:
     def _one_pass(self) -> None:
         self.leaving.before_tick()  # the wrap-up may start (holding launches) or end
         try:
-            if self.manager.tick():
-                self.dirty = True
+            self.manager.tick()
         except Exception:
             log("tick failed:\n" + traceback.format_exc())
         if self.subscribers:
-            due = time.monotonic() - self._last_push >= STATUS_PUSH_SECONDS
-            if due and (self.dirty or self.manager.active):
+            if time.monotonic() - self._last_push >= STATUS_PUSH_SECONDS:
                 try:
                     self._push_status()
                 except Exception:
@@ -316,7 +326,10 @@ class Daemon:
             uid = None
         if not peer_allowed(uid, os.getuid()):
             log(f"refused a connection from uid {uid}")
-            writer.write(protocol.encode(protocol.error(None, f"refused: uid {uid} is not this runner's user")))
+            refusal = protocol.error(
+                None, f"refused: uid {uid} is not this runner's user", code=protocol.ErrorCode.REFUSED
+            )
+            writer.write(protocol.encode(refusal))
             try:
                 await writer.drain()
             finally:
@@ -327,7 +340,14 @@ class Daemon:
                 try:
                     line = await reader.readline()
                 except (asyncio.LimitOverrunError, ValueError):
-                    self._send(writer, protocol.error(None, f"line longer than {protocol.MAX_LINE_BYTES} bytes"))
+                    self._send(
+                        writer,
+                        protocol.error(
+                            None,
+                            f"line longer than {protocol.MAX_LINE_BYTES} bytes",
+                            code=protocol.ErrorCode.BAD_REQUEST,
+                        ),
+                    )
                     break
                 if not line:
                     break
@@ -338,7 +358,7 @@ class Daemon:
         except (ConnectionError, OSError):
             pass
         finally:
-            self.subscribers.discard(writer)
+            self.subscribers.pop(writer, None)
             writer.close()
 
     async def handle_line(self, line: bytes, writer: asyncio.StreamWriter) -> None:
@@ -360,11 +380,23 @@ class Daemon:
             return
         except Exception as exc:
             log(f"op {op} failed:\n" + traceback.format_exc())
-            self._send(writer, protocol.error(req_id, f"internal error in {op}: {type(exc).__name__}: {exc}"))
+            self._send(
+                writer,
+                protocol.error(
+                    req_id,
+                    f"internal error in {op}: {type(exc).__name__}: {exc}",
+                    code=protocol.ErrorCode.INTERNAL,
+                    hint=f"the runner's log says more: {self.paths.log}",
+                ),
+            )
             return
         self._send(writer, protocol.ok(req_id, result))
         if op == "subscribe":
-            self._send(writer, protocol.event("status", self.snapshot()))
+            # one full state, then deltas from its seq (a reconnecting console starts over here)
+            snap = self.snapshot()
+            self._send(writer, protocol.event("status", snap))
+            if writer in self.subscribers:
+                self.subscribers[writer] = snap.seq
 
     def dispatch(self, op: str, args: dict, writer: asyncio.StreamWriter) -> Any:
         m = self.manager
@@ -373,7 +405,7 @@ class Daemon:
         if op == "status":
             return self.snapshot()
         if op == "subscribe":
-            self.subscribers.add(writer)
+            self.subscribers[writer] = 0
             return {"subscribed": True}
         if op == "start":
             self._reload_campaign()
@@ -406,10 +438,8 @@ class Daemon:
         if op == "run_detail":
             return self._run_detail(_text(args, "run"))
         if op == "retrieval_verified":
-            self.dirty = True
             return self.leaving.retrieval_verified(args)
         if op == "wrap_up":
-            self.dirty = True
             return self.leaving.wrap_up(args)
         if op == "down":
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
@@ -421,6 +451,7 @@ class Daemon:
         self.campaign = load_as_host(self.campaign.path)
         self.manager.campaign = self.campaign
         self.leaving.set_campaign(self.campaign)
+        self.view.set_campaign(self.campaign)
 
     def _decide(self, args: dict) -> Any:
         """The pilot decision, from the console's dialog or `campaign decide` (`how` says which)."""
@@ -441,7 +472,6 @@ class Daemon:
             how=pilot.DecidedHow(how),
         )
         self.manager.cut_queued(list(result.get("cut_runs") or []), "cut at the pilot decision")
-        self.dirty = True
         self.ledger.announce(
             {"t": time.time(), "run_id": None, "kind": "decision", "choice": result.get("choice")}
             | {"who": result.get("who"), "how": result.get("how"), "dropped": result.get("dropped")}
@@ -453,13 +483,14 @@ class Daemon:
         run = self.ledger.run(run_id)
         if run is None:
             raise RequestError(f"no run {run_id!r} in this campaign", code="bad_input")
-        snap = self.snapshot()
-        row = next((r for r in snap["runs"] if r["id"] == run_id), None)
+        self.view.touch(run_id)
+        self.view.refresh()
+        row = self.view.row(run_id)
         return protocol.sanitize(
             {
-                "run": row,
+                "run": msgspec.to_builtins(row),
                 "config": frozen_config(run["run_dir"]),
-                "rules": (row or {}).get("rules", []),
+                "rules": msgspec.to_builtins(row.rules) if row is not None else [],
                 "checkpoints": L.checkpoints(self.ledger.conn, run_id),
                 "log_tail": read_tail(Path(run["run_dir"]) / "output.log"),
                 "events": L.events(self.ledger.conn, run_id=run_id, limit=200),

@@ -15,6 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from runner.campaign.clock import read_clock
 from runner.campaign.durations import parse_duration
 from runner.campaign.json_numbers import as_number
@@ -22,6 +24,15 @@ from runner.campaign.model import Campaign, Rule
 from runner.closing.pilot import pilot_status
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key
+from runner.daemon.status_types import (
+    BundleInfo,
+    CampaignInfo,
+    RuleState,
+    RunRow,
+    Snapshot,
+    VariantInfo,
+    fin,
+)
 from runner.ledger import store as L
 from runner.ledger.states import RunState
 
@@ -115,7 +126,7 @@ def rule_states(
                 state = "ok" if value < r.within_s else "fired"
             elif not running:
                 state = "ok" if prog.get("lines") else "waiting"
-        out.append({"kind": r.kind, "text": r.describe(), "state": state, "value": value})
+        out.append(RuleState(kind=r.kind, text=r.describe(), state=state, value=fin(value)))
     return out
 
 
@@ -155,58 +166,76 @@ def run_row(
     problem = None
     if latest and latest.get("problems"):
         problem = "; ".join(map(str, latest["problems"]))
-    stop_value = as_number(run.get("stop_value"))
-    return {
-        "id": run["id"],
-        "variant": run["variant"],
-        "category": run["category"],
-        "state": run["state"],
-        "pid": run.get("pid") if running else None,
-        "step": prog.get("last_step"),
-        "loss": (metrics.get("loss") or {}).get("value"),
-        "metrics": {k: v["value"] for k, v in metrics.items()},
-        "checkpoint_path": latest["path"] if latest else None,
-        "checkpoint_step": latest.get("step") if latest else None,
-        "checkpoint_verified": (bool(latest["verified"]) if latest and latest.get("verified") is not None else None),
-        "checkpoint_problem": problem,
+    return RunRow(
+        id=run["id"],
+        variant=run["variant"],
+        category=run["category"],
+        state=run["state"],
+        pid=run.get("pid") if running else None,
+        step=prog.get("last_step"),
+        loss=fin((metrics.get("loss") or {}).get("value")),
+        metrics={k: fin(v["value"]) for k, v in metrics.items()},
+        checkpoint_path=latest["path"] if latest else None,
+        checkpoint_step=latest.get("step") if latest else None,
+        checkpoint_verified=(bool(latest["verified"]) if latest and latest.get("verified") is not None else None),
+        checkpoint_problem=problem,
         **verify_lag(ckpts, now),
-        "next_checkpoint_seconds": next_ckpt,
-        "stop_reason": run.get("stop_reason"),
-        "stop_rule": run.get("stop_rule"),
-        "stop_value": stop_value,
-        "launched_at": run.get("launched_at"),
-        "ended_at": run.get("ended_at"),
-        "elapsed_seconds": elapsed,
-        "planned_hours": planned,
-        "expected_hours": expected,
-        "attempts": run.get("attempts") or 0,
-        "gpu_slot": run.get("gpu_slot"),
-        "run_dir": run["run_dir"],
-        "lines": prog.get("lines") or 0,
-        "bad_lines": prog.get("bad_lines") or 0,
-        "step_rate": prog.get("step_rate"),
-        "rules": rule_states(rules, run, metrics, prog, ckpts, now),
-    }
+        next_checkpoint_seconds=fin(next_ckpt),
+        stop_reason=run.get("stop_reason"),
+        stop_rule=run.get("stop_rule"),
+        stop_value=fin(as_number(run.get("stop_value"))),
+        launched_at=run.get("launched_at"),
+        ended_at=run.get("ended_at"),
+        elapsed_seconds=fin(elapsed),
+        planned_hours=planned,
+        expected_hours=fin(expected),
+        attempts=run.get("attempts") or 0,
+        gpu_slot=run.get("gpu_slot"),
+        run_dir=run["run_dir"],
+        lines=prog.get("lines") or 0,
+        bad_lines=prog.get("bad_lines") or 0,
+        step_rate=fin(prog.get("step_rate")),
+        rules=rule_states(rules, run, metrics, prog, ckpts, now),
+    )
 
 
-def bundle_info(campaign: Campaign, now: float) -> dict:
+def bundle_info(campaign: Campaign, now: float) -> BundleInfo:
     b = campaign.bundle
     clock = read_clock(b, now)
-    return {
-        "provider": b.provider,
-        "gpu": b.gpu,
-        "days": b.days,
-        "plan": b.plan_label,
-        "price_usd": b.price_usd,
-        "gpus": b.gpus,
-        "order_ref": b.order_ref,
-        "started_at": iso(b.started_at),
-        "expires_at": iso(b.expires_at),
-        "remaining_seconds": clock.remaining_seconds,
-        "retrieve_by": iso(b.retrieve_by),
-        "retrieve_seconds": clock.to_retrieve_seconds,
-        "warning": clock.level,
-    }
+    return BundleInfo(
+        provider=b.provider,
+        gpu=b.gpu,
+        days=b.days,
+        plan=b.plan_label,
+        price_usd=fin(b.price_usd),
+        gpus=b.gpus,
+        order_ref=b.order_ref,
+        started_at=iso(b.started_at),
+        expires_at=iso(b.expires_at),
+        remaining_seconds=fin(clock.remaining_seconds),
+        retrieve_by=iso(b.retrieve_by),
+        retrieve_seconds=fin(clock.to_retrieve_seconds),
+        warning=clock.level,
+    )
+
+
+def retrieval_info(conn: sqlite3.Connection) -> Any:
+    """The last `campaign pull` that verified every file on the user's machine (None: not yet)."""
+    return sanitize(L.last_event(conn, "retrieval_verified"))
+
+
+def campaign_info(campaign: Campaign) -> CampaignInfo:
+    return CampaignInfo(
+        name=campaign.name, question=campaign.question, root=str(campaign.root), file=str(campaign.path)
+    )
+
+
+def variant_infos(campaign: Campaign, runs_of: dict[str, list[str]]) -> list[VariantInfo]:
+    """Each declared variant with the ids of its runs (`runs_of`: variant name -> ids, in order)."""
+    return [
+        VariantInfo(name=v.name, category=v.category, hours=v.hours, runs=list(runs_of.get(v.name, ())))
+        for v in campaign.variants
+    ]
 
 
 def verify_lag(ckpts: list[dict], now: float) -> dict:
@@ -216,7 +245,10 @@ def verify_lag(ckpts: list[dict], now: float) -> dict:
     newest = max(judged, default=None)
     waiting = [c for c in ckpts if c.get("verified") is None and (newest is None or (c.get("step") or -1) > newest)]
     oldest = min((c["t"] for c in waiting if isinstance(c.get("t"), (int, float))), default=None)
-    return {"verify_waiting": len(waiting), "verify_lag_seconds": None if oldest is None else max(0.0, now - oldest)}
+    return {
+        "verify_waiting": len(waiting),
+        "verify_lag_seconds": fin(None if oldest is None else max(0.0, now - oldest)),
+    }
 
 
 def gpu_info(nvml: Any | None) -> tuple[list[dict], str | None]:
@@ -224,13 +256,13 @@ def gpu_info(nvml: Any | None) -> tuple[list[dict], str | None]:
         from runner.daemon.nvml import Nvml
 
         nvml = Nvml.shared()
-    return [g.as_dict() for g in nvml.sample()], nvml.error
+    return [sanitize(g.as_dict()) for g in nvml.sample()], nvml.error
 
 
 def pilot_info(campaign: Campaign, conn: sqlite3.Connection) -> Any:
     """The pilot's status for the snapshot (an error entry if it fails: the status still answers)."""
     try:
-        return pilot_status(campaign, conn)
+        return sanitize(pilot_status(campaign, conn))
     except Exception as exc:  # a broken hook must not take the status down
         return {"state": "error", "error": f"{type(exc).__name__}: {exc}"}
 
@@ -244,8 +276,8 @@ def build_snapshot(
     nvml: Any | None = None,
     now: float | None = None,
     runner_error: str | None = None,
-) -> dict:
-    """The whole snapshot. `conn` None: no ledger yet (nothing has run)."""
+) -> Snapshot:
+    """The whole snapshot, read from the ledger. `conn` None: no ledger yet (nothing has run)."""
     now = time.time() if now is None else now
     runs = L.all_runs(conn) if conn is not None else []
     metrics = L.metric_last(conn) if conn is not None else {}
@@ -261,51 +293,39 @@ def build_snapshot(
     gpus, nvml_error = gpu_info(nvml)
     if slots is None:
         slots = {"total": None, "busy": sum(1 for r in runs if r["state"] == RunState.RUNNING)}
-    variants = [
-        {
-            "name": v.name,
-            "category": v.category,
-            "hours": v.hours,
-            "runs": [r["id"] for r in runs if r["variant"] == v.name],
-        }
-        for v in campaign.variants
-    ]
-    snap = {
-        "now": now,
-        "campaign": {
-            "name": campaign.name,
-            "question": campaign.question,
-            "root": str(campaign.root),
-            "file": str(campaign.path),
-        },
-        "bundle": bundle_info(campaign, now),
-        "gpus": gpus,
-        "nvml_error": nvml_error,
-        "slots": slots,
-        "runner": runner,
-        "runs": rows,
-        "queue": [r["variant"] for r in queued],
-        "variants": variants,
-        "pilot": pilot_info(campaign, conn) if conn is not None else None,
-        "events": L.events(conn, limit=20) if conn is not None else [],
+    runs_of: dict[str, list[str]] = {}
+    for r in runs:
+        runs_of.setdefault(r["variant"], []).append(r["id"])
+    return Snapshot(
+        now=now,
+        campaign=campaign_info(campaign),
+        bundle=bundle_info(campaign, now),
+        gpus=gpus,
+        nvml_error=nvml_error,
+        slots=slots,
+        runner=runner,
+        runs=rows,
+        queue=[r["variant"] for r in queued],
+        variants=variant_infos(campaign, runs_of),
+        pilot=pilot_info(campaign, conn) if conn is not None else None,
+        events=sanitize(L.events(conn, limit=20)) if conn is not None else [],
         # the last `campaign pull` that verified every file on the user's machine (None: not yet)
-        "retrieval": L.last_event(conn, "retrieval_verified") if conn is not None else None,
-    }
-    if runner is None:
-        snap["runner_error"] = runner_error or "the runner is not running"
-    return sanitize(snap)
+        retrieval=retrieval_info(conn) if conn is not None else None,
+        runner_error=(runner_error or "the runner is not running") if runner is None else None,
+    )
 
 
 def offline_snapshot(campaign: Campaign, *, runner_error: str | None = None) -> dict:
-    """What `campaign status` shows while the runner is down: the ledger, read-only."""
+    """What `campaign status` shows while the runner is down: the ledger, read-only, as JSON-ready
+    builtins (the same keys the runner sends)."""
     from runner.campaign.statedir import paths_for
 
     path = paths_for(campaign).ledger
     if not path.exists():
-        return build_snapshot(campaign, None, runner_error=runner_error)
+        return msgspec.to_builtins(build_snapshot(campaign, None, runner_error=runner_error))
     conn = L.connect(path, readonly=True)
     try:
-        snap = build_snapshot(campaign, conn, runner_error=runner_error)
+        snap = msgspec.to_builtins(build_snapshot(campaign, conn, runner_error=runner_error))
     finally:
         conn.close()
     for row in snap["runs"]:

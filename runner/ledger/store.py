@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL DEFAULT '{}'          -- JSON
 );
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id, seq);
+CREATE INDEX IF NOT EXISTS runs_state ON runs(state);
 CREATE TABLE IF NOT EXISTS checkpoints (
     run_id TEXT NOT NULL,
     path TEXT NOT NULL,                      -- absolute
@@ -306,6 +307,13 @@ class Ledger:
         self.path = Path(path)
         self.conn = connect(self.path)
         self.listeners: list[Callable[[dict], None]] = []
+        # called with a run id after every write that concerns that run (the runner's in-memory view)
+        self.run_listeners: list[Callable[[str], None]] = []
+
+    def _touched(self, run_id: str | None) -> None:
+        if run_id is not None:
+            for fn in self.run_listeners:
+                fn(run_id)
 
     def close(self) -> None:
         self.conn.close()
@@ -361,6 +369,7 @@ class Ledger:
 
     def announce(self, ev: dict) -> None:
         """Tell the listeners (the console's log) of an event written by another module's SQL."""
+        self._touched(ev.get("run_id"))
         for fn in list(self.listeners):
             fn(ev)
 
@@ -373,6 +382,7 @@ class Ledger:
                 [_safe(row[k]) for k in cols],
             )
             c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (row["id"],))
+        self._touched(row["id"])
 
     def update_run(self, run_id: str, *, durable: bool = False, **cols: Any) -> None:
         _check_columns(cols)
@@ -381,6 +391,7 @@ class Ledger:
         sets = ", ".join(f"{k} = ?" for k in cols)
         with self.transaction(durable=durable) as c:
             c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(_safe, cols.values()), run_id])
+        self._touched(run_id)
 
     def run(self, run_id: str) -> dict | None:
         return get_run(self.conn, run_id)
@@ -445,6 +456,7 @@ class Ledger:
                     run_id,
                 ),
             )
+        self._touched(run_id)
 
     def upsert_checkpoint(self, run_id: str, path: str, **fields: Any) -> bool:
         """Insert or update a checkpoint row; True when the row is new."""
@@ -475,6 +487,7 @@ class Ledger:
                     c.execute(
                         f"UPDATE checkpoints SET {sets} WHERE run_id=? AND path=?", [*vals.values(), run_id, path]
                     )
+        self._touched(run_id)
         return new
 
 
@@ -491,10 +504,18 @@ def all_runs(conn: sqlite3.Connection) -> list[dict]:
     return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY COALESCE(queued_at, launched_at), rowid")]
 
 
-def metric_last(conn: sqlite3.Connection) -> dict[str, dict[str, dict]]:
-    """run id -> metric name -> {"value", "step", "t"} (non-finite values as floats)."""
+def runs_in_state(conn: sqlite3.Connection, state: str) -> list[dict]:
+    """The runs in one state (the queue: a few rows, however many runs have ended)."""
+    sql = "SELECT * FROM runs WHERE state = ? ORDER BY COALESCE(queued_at, launched_at), rowid"
+    return [dict(r) for r in conn.execute(sql, (state,))]
+
+
+def metric_last(conn: sqlite3.Connection, run_id: str | None = None) -> dict[str, dict[str, dict]]:
+    """run id -> metric name -> {"value", "step", "t"} (non-finite values as floats); one run's
+    only when `run_id` is given."""
     out: dict[str, dict[str, dict]] = {}
-    for r in conn.execute("SELECT run_id, name, step, value, text, t FROM metric_last"):
+    sql = "SELECT run_id, name, step, value, text, t FROM metric_last" + (" WHERE run_id = ?" if run_id else "")
+    for r in conn.execute(sql, (run_id,) if run_id else ()):
         out.setdefault(r["run_id"], {})[r["name"]] = {
             "value": text_number(r["value"], r["text"]),
             "step": r["step"],
@@ -503,8 +524,9 @@ def metric_last(conn: sqlite3.Connection) -> dict[str, dict[str, dict]]:
     return out
 
 
-def progress(conn: sqlite3.Connection) -> dict[str, dict]:
-    return {r["run_id"]: dict(r) for r in conn.execute("SELECT * FROM run_progress")}
+def progress(conn: sqlite3.Connection, run_id: str | None = None) -> dict[str, dict]:
+    sql = "SELECT * FROM run_progress" + (" WHERE run_id = ?" if run_id else "")
+    return {r["run_id"]: dict(r) for r in conn.execute(sql, (run_id,) if run_id else ())}
 
 
 def checkpoints(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict]:

@@ -63,20 +63,18 @@ class ConnectionBanner(Static):
     ConnectionBanner.-down { display: block; }
     """
 
-    def show(self, down_reason: str | None, tries: int, last_seen: float | None, now: float) -> None:
+    def show(
+        self, down_reason: str | None, tries: int, last_seen: float | None, now: float, *, hint: str | None = None
+    ) -> None:
+        """`hint`: what fixes it (the client's `campaign up` command). At 80 columns the banner's two
+        lines would cut it off at the end, so the fix goes first and the details after."""
         self.set_class(down_reason is not None, "-down")
         if down_reason is None:
             return
         ago = f"; last answer {fmt_span(now - last_seen)} ago" if last_seen else ""
-        # The client's reason ends with the command that fixes it; at 80 columns the banner's two
-        # lines cut it off, so the fix goes first and the details after.
-        why, sep, fix = down_reason.rpartition(": start it with ")
-        lead = f" — start it with {fix}" if sep else ""
+        lead = f" — {hint}" if hint else ""
         self.update(
-            Text(
-                f"runner not answering, reconnecting (try {tries}){lead}{ago}: {why if sep else down_reason}",
-                overflow="ellipsis",
-            )
+            Text(f"runner not answering, reconnecting (try {tries}){lead}{ago}: {down_reason}", overflow="ellipsis")
         )
 
 

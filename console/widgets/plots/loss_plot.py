@@ -42,21 +42,48 @@ class LossPlot(Widget):
         self.control_run: str | None = None
         self.running: list[str] = []
         self.run_dirs: dict[str, str | None] = {}
+        self._running: dict[str, None] = {}  # running run ids, in the order first seen
+        self._variants: dict[str, dict[str, str]] = {}  # variant -> run id -> state
+        self.control_variant: str | None = None
 
     # -- data ---------------------------------------------------------------------------------
-    def set_runs(self, runs: list[dict], selected: str | None, control_variant: str | None) -> None:
-        self.run_dirs = {str(r["id"]): r.get("run_dir") for r in runs if r.get("id")}
-        self.running = [str(r["id"]) for r in runs if r.get("state") == RunState.RUNNING]
-        control_runs = [r for r in runs if r.get("variant") == control_variant]
-        best = [r for r in control_runs if r.get("state") in (RunState.RUNNING, RunState.FINISHED)] or control_runs
-        self.control_run = str(best[-1]["id"]) if best else None
+    def take_runs(self, rows, *, full: bool = False) -> None:
+        """Note the runs that changed (all of them when `full`): their folders, who is running,
+        and each variant's runs (for the control curve). Costs the rows given."""
+        if full:
+            self.run_dirs, self._running, self._variants = {}, {}, {}
+        for r in rows:
+            rid = str(r.get("id") or "")
+            if not rid:
+                continue
+            self.run_dirs[rid] = r.get("run_dir")
+            if r.get("state") == RunState.RUNNING:
+                self._running.setdefault(rid, None)
+            else:
+                self._running.pop(rid, None)
+            self._variants.setdefault(str(r.get("variant")), {})[rid] = str(r.get("state"))
+        self.running = list(self._running)
+
+    def set_runs(self, selected: str | None, control_variant: str | None) -> None:
+        self.control_variant = control_variant
+        control_runs = self._variants.get(str(control_variant), {}) if control_variant is not None else {}
+        best = [rid for rid, state in control_runs.items() if state in (RunState.RUNNING, RunState.FINISHED)] or list(
+            control_runs
+        )
+        self.control_run = best[-1] if best else None
         if selected != self.selected:
             self.selected = selected
         self.refresh()
 
+    def wanted(self) -> dict[str, str | None]:
+        """The folders whose curves can be drawn now: running runs, the selected one and the
+        control's; a finished run's file is read when it is first shown, not every second."""
+        ids = [*self.running, self.selected, self.control_run]
+        return {rid: self.run_dirs.get(rid) for rid in ids if rid}
+
     def read_new(self) -> dict:
-        """New metric records of every run (safe to call from a worker thread)."""
-        return self.tails.read(dict(self.run_dirs))
+        """New metric records of the runs that can be drawn (safe to call from a worker thread)."""
+        return self.tails.read(self.wanted())
 
     def apply(self, batch: dict) -> None:
         if self.tails.apply(batch):

@@ -7,8 +7,10 @@ Column widths are fixed by the layout and the widest id, and the rules column ta
 so nothing scrolls sideways; a reason too long for it wraps onto a second line of its row.
 
 Cells are updated in place by row key while the layout holds (the cursor and scroll stay where
-the user left them); a change of layout, width or row height rebuilds the rows, keeping the
-selected run. Stopped, aborted and failed runs stay, with their reason in the rules column.
+the user left them); a change of layout, width, row height or of the runs listed rebuilds the
+rows, keeping the selected run. Stopped, aborted and failed runs stay, with their reason in the
+rules column. Which runs are listed, at thousands of runs, is `selection.py`'s business; `show`
+takes only the runs that changed, and costs them, not the table.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from textual import events
 from textual.widgets import DataTable
 
 from console.widgets.runs.cells import row_cells
+from console.widgets.runs.selection import RunSelection
 
 GAP = 1  # one space before each column (cell_padding is 0: the table spends no more)
 SCROLLBAR = 1  # kept free for the vertical scrollbar, so no row ever scrolls sideways
@@ -91,7 +94,7 @@ class Shape:
 
     layout: str
     widths: tuple[int, ...]
-    heights: tuple[tuple[str, int], ...]
+    heights: tuple[tuple[str, int], ...]  # the runs listed, in order, and their row heights
 
 
 class RunsTable(DataTable):
@@ -101,8 +104,17 @@ class RunsTable(DataTable):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, cell_padding=0, **kwargs)
-        self._runs: dict[str, dict] = {}  # every run seen, in first-seen order
+        self.selection = RunSelection()
         self._shape: Shape | None = None
+        self._listed: list[str] = []
+        self._listed_version = -1
+        self._cells: dict[str, tuple[dict[str, Text], int]] = {}  # listed run -> cells, height
+        self._cells_for: tuple = ()  # the (layout, rules width) the cached cells were made for
+        self.cells_made = 0  # rows whose cells were computed (tests count them)
+
+    @property
+    def _runs(self) -> dict[str, dict]:
+        return self.selection.rows
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
@@ -121,8 +133,7 @@ class RunsTable(DataTable):
 
     def plan_layout(self) -> tuple[str, tuple[Column, ...], tuple[int, ...]]:
         """The layout for the current width and runs: (name, columns, content widths)."""
-        ids = [len(rid) for rid in self._runs] or [16]
-        longest = min(max(ids), ID_MAX)
+        longest = min(self.selection.longest_id or 16, ID_MAX)
         full = self._widths(FULL, max(longest, len("run")))
         if full[-1] >= FULL_RULES_MIN:
             return "full", FULL, full
@@ -133,27 +144,68 @@ class RunsTable(DataTable):
         return self._shape.layout if self._shape else self.plan_layout()[0]
 
     # -- data in --------------------------------------------------------------------------------
-    def show(self, runs: list[dict] | None = None) -> None:
-        """Take the latest runs (runs no longer reported keep their rows) and redraw what changed."""
+    def show(self, runs: list[dict] | None = None, *, full: bool = False) -> None:
+        """Take the runs that changed (`full`: these are all of them; runs no longer reported keep
+        their rows) and redraw what changed. Costs the runs given, plus the listed rows only when
+        the layout or the set of listed runs changed."""
+        changed = []
         for run in runs or []:
-            self._runs[str(run.get("id"))] = run
+            self.selection.put(run)
+            rid = str(run.get("id"))
+            self._cells.pop(rid, None)
+            changed.append(rid)
         name, columns, widths = self.plan_layout()
-        compact = name == "compact"
-        rules_w = widths[-1]
-        rows: list[tuple[str, dict[str, Text], int]] = []
-        for rid, run in self._runs.items():
-            cells = row_cells(run, compact)
-            height = min(len(wrap_lines(cells["rules"], rules_w, 2)), 2)
-            rows.append((rid, cells, height))
-        shape = Shape(name, widths, tuple((rid, h) for rid, _, h in rows))
+        if self._cells_for != (name, widths[-1]):
+            self._cells, self._cells_for = {}, (name, widths[-1])
+        if self._listed_version != self.selection.version:
+            self._listed, self._listed_version = self.selection.visible(), self.selection.version
+            self._note()
+        if self._shape is None or (self._shape.layout, self._shape.widths) != (name, widths) or not self._cells:
+            heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
+        else:
+            old = dict(self._shape.heights)
+            heights = self._shape.heights
+            if [rid for rid, _ in heights] != self._listed or any(
+                rid in old and self._row(rid)[1] != old[rid] for rid in changed
+            ):
+                heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
+        shape = Shape(name, widths, heights)
         if shape != self._shape:
-            self._rebuild(shape, columns, rows)
+            self._rebuild(shape, columns, [(rid, *self._row(rid)) for rid in self._listed])
             return
-        for rid, cells, height in rows:
+        listed = dict(heights)
+        for rid in changed:
+            if rid not in listed:
+                continue
+            cells, height = self._row(rid)
             for col, width in zip(columns, widths):
                 value = self._cell_text(cells[col.key], col, width, height)
                 if self.get_cell(rid, col.key) != value:
                     self.update_cell(rid, col.key, value)
+
+    def _row(self, rid: str) -> tuple[dict[str, Text], int]:
+        """A listed run's cells and row height, computed once per change of the run or layout."""
+        hit = self._cells.get(rid)
+        if hit is None:
+            name, rules_w = self._cells_for
+            cells = row_cells(self.selection.rows[rid], name == "compact")
+            hit = self._cells[rid] = (cells, min(len(wrap_lines(cells["rules"], rules_w, 2)), 2))
+            self.cells_made += 1
+        return hit
+
+    def set_filter(self, text: str) -> None:
+        self.selection.set_filter(text)
+        self.show()
+
+    def _note(self) -> None:
+        """The line under the table (RunsNote) says what is not listed."""
+        note = self.selection.note(len(self._listed))
+        try:
+            from console.widgets.runs.runs_note import RunsNote
+
+            self.screen.query_one(RunsNote).say(note)
+        except Exception:  # no note line on this screen (a bare table in a test)
+            pass
 
     def _cell_text(self, text: Text, col: Column, width: int, height: int) -> Text:
         if col.key != "rules" or height == 1:
@@ -183,7 +235,7 @@ class RunsTable(DataTable):
             self.scroll_to(y=scroll_y, animate=False)
 
     def on_resize(self, event: events.Resize) -> None:
-        if self._runs:
+        if self.selection.rows:
             self.show()
 
     @property
