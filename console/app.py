@@ -159,7 +159,9 @@ class CampaignConsole(App):
             changed=changed,
         )
         # curves that became drawable on this tick (a new selection, the first frame): read now
-        missing = {rid: d for rid, d in plot.wanted().items() if d and rid not in plot.tails.tails}
+        missing: dict[str, str | None] = {
+            rid: d for rid, d in plot.wanted().items() if d and rid not in plot.tails.tails
+        }
         if missing:
             plot.apply(await asyncio.to_thread(plot.tails.read, missing))
         self.ticks += 1

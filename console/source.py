@@ -105,7 +105,7 @@ class RunnerSource:
         if self._down is not None:
             raise self._down
         full = self._next_state is not None
-        if full:
+        if self._next_state is not None:
             self.state, self._next_state = self._next_state, None
             self._index = index_runs(self.state)
         assert self.state is not None

@@ -133,7 +133,10 @@ class RunView:
         row = run_row(inp.run, self.campaign, inp.metrics, inp.progress, inp.checkpoints, now)
         self.row_builds += 1
         state = inp.run["state"]
-        (self.live.add if state == RunState.RUNNING or row.verify_waiting else self.live.discard)(rid)
+        # rows that move with the clock: running, an attempt still ending, a verdict awaited
+        ending = state in (RunState.ABORTED, RunState.STOPPED) and not inp.run.get("ended_at")
+        live = state == RunState.RUNNING or ending or bool(row.verify_waiting)
+        (self.live.add if live else self.live.discard)(rid)
         if state == RunState.QUEUED:
             self.queued[rid] = inp.run
         else:

@@ -124,7 +124,8 @@ class Daemon:
         self.view.refresh()
         return self.view.snapshot()
 
-    def _send(self, writer: asyncio.StreamWriter, msg: dict) -> None:
+    def _send(self, writer: asyncio.StreamWriter, msg: Any) -> None:
+        """One protocol message (a struct of runner.daemon.protocol, or a plain dict)."""
         if writer.is_closing():
             self.subscribers.pop(writer, None)
             return

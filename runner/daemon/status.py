@@ -85,7 +85,7 @@ def _num(v: Any) -> float | None:
 
 def rule_states(
     rules: list[Rule], run: dict, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
-) -> list[dict]:
+) -> list[RuleState]:
     """Each frozen rule: "ok", "fired" or "waiting" (not yet judgeable), with the value it judges."""
     out = []
     running = run["state"] == RunState.RUNNING
@@ -132,7 +132,7 @@ def rule_states(
 
 def run_row(
     run: dict, campaign: Campaign | None, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
-) -> dict:
+) -> RunRow:
     """One run as the snapshot shows it."""
     frozen = frozen_config(run["run_dir"])
     rules = [r for r in (rule_from_raw(x) for x in frozen.get("rule", [])) if r is not None]

@@ -42,7 +42,7 @@ class LossPlot(Widget):
         self.control_run: str | None = None
         self.running: list[str] = []
         self.run_dirs: dict[str, str | None] = {}
-        self._running: dict[str, None] = {}  # running run ids, in the order first seen
+        self._running_ids: dict[str, None] = {}  # running run ids, in the order first seen
         self._variants: dict[str, dict[str, str]] = {}  # variant -> run id -> state
         self.control_variant: str | None = None
 
@@ -51,18 +51,18 @@ class LossPlot(Widget):
         """Note the runs that changed (all of them when `full`): their folders, who is running,
         and each variant's runs (for the control curve). Costs the rows given."""
         if full:
-            self.run_dirs, self._running, self._variants = {}, {}, {}
+            self.run_dirs, self._running_ids, self._variants = {}, {}, {}
         for r in rows:
             rid = str(r.get("id") or "")
             if not rid:
                 continue
             self.run_dirs[rid] = r.get("run_dir")
             if r.get("state") == RunState.RUNNING:
-                self._running.setdefault(rid, None)
+                self._running_ids.setdefault(rid, None)
             else:
-                self._running.pop(rid, None)
+                self._running_ids.pop(rid, None)
             self._variants.setdefault(str(r.get("variant")), {})[rid] = str(r.get("state"))
-        self.running = list(self._running)
+        self.running = list(self._running_ids)
 
     def set_runs(self, selected: str | None, control_variant: str | None) -> None:
         self.control_variant = control_variant
