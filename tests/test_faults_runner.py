@@ -508,3 +508,46 @@ def test_a_full_disk_fails_a_checkpoint_cleanly_and_training_goes_on(tmp_path):
     assert out["latest_after_failure"] == "ckpt-000000001.pt"
     assert out["latest_after_space_returned"] == "ckpt-000000003.pt"
     FIGURES["runs checked"] += 1
+
+
+def test_a_failure_inside_a_tick_is_confined_to_its_run_and_recorded_on_it(tmp_path, monkeypatch):
+    """Containment, enforced: one run's folder that cannot be read (its metrics file replaced by a
+    folder) is recorded on that run (`tick_error`) and ends from its exit.json; the other run, in
+    the same ticks, is untouched."""
+    from runner.daemon.launcher import RunManager
+    from runner.daemon.slots import plan_slots
+
+    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
+    root = tmp_path / "camp"
+    steps = script(root, "steps.py", STEPS)
+    breaker = script(
+        root,
+        "breaker.py",
+        """
+        import os, time
+        d = os.environ["CAMPAIGN_RUN_DIR"]
+        time.sleep(0.5)
+        os.makedirs(os.path.join(d, "metrics.jsonl"))  # where the runner reads lines, a folder
+        time.sleep(1.0)
+        """,
+    )
+    campaign_toml(root, [("a", breaker, ""), ("b", [*steps, "20", "0.05"], "")], started_at=now_iso())
+    c = load_campaign(root)
+    ledger = L.Ledger(paths_for(c).ledger)
+    m = RunManager(c, ledger, plan_slots(c, gpu_count=0, nvml_error=None), grace_seconds=2)
+    ra, rb = m.enqueue("a")["run"], m.enqueue("b")["run"]
+    FIGURES["faults injected"] += 1
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(ledger.run(r)["state"] in ("queued", "running") for r in (ra, rb)):
+            m.tick()  # never raises
+            time.sleep(0.1)
+        errors = [e for e in L.events(ledger.conn, run_id=ra, limit=100) if e["kind"] == "tick_error"]
+        assert errors and "IsADirectoryError" in errors[0]["error"], errors
+        assert ledger.run(ra)["state"] == "finished", ledger.run(ra)["stop_reason"]
+        assert ledger.run(rb)["state"] == "finished"
+        assert not [e for e in L.events(ledger.conn, run_id=rb, limit=100) if e["kind"] == "tick_error"]
+        assert check_recorded(ledger.conn, ra) == 0 and check_recorded(ledger.conn, rb, expect_lines=20) == 0
+    finally:
+        kill_processes_under(tmp_path)
+        ledger.close()

@@ -464,11 +464,14 @@ class RunManager:
                 if act.unrecorded is not None:
                     self._record_launch(act)
                 changed |= act.watch.poll()
+            except Exception as exc:
+                self.faults.contained(act.run_id, "watching", exc)
+            try:  # a folder that cannot be read must not keep the run from ending
                 if not act.alive():
                     self._finish(act)
                     changed = True
             except Exception as exc:
-                self.faults.contained(act.run_id, "watching", exc)
+                self.faults.contained(act.run_id, "ending", exc)
         if self.draining:
             self._drain()
         try:
@@ -528,7 +531,15 @@ class RunManager:
                 self.faults.contained(run_id, "draining", exc)
 
     def _finish(self, act: Active) -> None:
-        state, reason, exit_info = act.watch.finish()
+        try:
+            state, reason, exit_info = act.watch.finish()
+        except Exception as exc:
+            if containment.is_host_failure(exc):
+                raise  # a full disk: the next tick tries again, from the same place
+            # the run's own folder is unreadable in part (a metrics file turned into a folder...):
+            # what could be read is recorded; the end comes from exit.json and verdict.json
+            self.faults.contained(act.run_id, "reading the run's folder at its end", exc)
+            state, reason, exit_info = act.watch.end_from_files()
         fault_point("runner:end_ingested")
         run = self.ledger.run(act.run_id) or {}
         now = time.time()

@@ -251,6 +251,12 @@ class RunWatch:
         state, reason = derive_end(exit_info, verdict, self.attempt)
         return state, reason, exit_info if isinstance(exit_info, dict) else None
 
+    def end_from_files(self) -> tuple[str, str | None, dict | None]:
+        """(state, reason, exit info) from exit.json and verdict.json alone."""
+        exit_info = read_json(self.run_dir / "exit.json")
+        state, reason = derive_end(exit_info, read_json(self.run_dir / "verdict.json"), self.attempt)
+        return state, reason, exit_info if isinstance(exit_info, dict) else None
+
     def supervisor_identity(self) -> dict | None:
         info = read_json(self.run_dir / "supervisor.json")
         return info if isinstance(info, dict) and info.get("attempt") == self.attempt else None

@@ -351,7 +351,11 @@ class Supervisor:
 
     # -- metrics -------------------------------------------------------------------------------
     def _read_metrics(self) -> None:
-        records = self.stream.poll()
+        try:
+            records = self.stream.poll()
+        except OSError as exc:  # the metrics file is unreadable (a folder in its place...): say so, go on
+            self._odd_line({"file": str(self.metrics_path)}, exc)
+            return
         if records:
             self.last_data = time.monotonic()
             self._judge(records)
