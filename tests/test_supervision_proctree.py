@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from runner.supervision import proctree
@@ -47,10 +48,12 @@ def test_a_zombie_is_not_alive(procs):
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     procs.append(p)
     ident = proctree.identity_of(p.pid)
+    assert ident is not None  # not reaped before `p.wait()`: the pid stays this process's
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and ident and proctree.is_alive(*ident):
-        time.sleep(0.02)  # exited, not reaped yet: a zombie
-    assert ident is None or not proctree.is_alive(*ident)
+    while time.monotonic() < deadline and psutil.Process(p.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.02)
+    assert psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE  # exited, not reaped yet
+    assert not proctree.is_alive(*ident)
     p.wait()
 
 
