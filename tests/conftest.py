@@ -16,24 +16,49 @@ os.environ.setdefault("PYTHONUNBUFFERED", "1")
 import pytest  # noqa: E402
 
 
+def _stop_runners(folders, tmp_path) -> None:
+    """Stop each folder's runner (aborting its runs), then kill every process left under tmp_path."""
+    from runner.daemon import control
+    from tests.helpers_runner import kill_processes_under
+
+    for root in folders:
+        try:
+            if root.exists():
+                control.down(root, abort_runs=True, timeout=40)  # by folder: its file may be half-edited
+        except Exception:
+            pass  # already down: the kill below still cleans up
+    kill_processes_under(tmp_path)
+
+
 @pytest.fixture
 def camp(tmp_path, monkeypatch):
     """A campaign folder for tests that drive a real runner: two slots, a 5 s grace period, and a
     clean-up that stops the runner (aborting its runs) and kills every process left under tmp_path."""
-    from runner.campaign.model import load_campaign
-    from runner.daemon import control
-    from tests.helpers_runner import kill_processes_under
-
     monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
     monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
     root = tmp_path / "camp"
     yield root
-    try:
-        if (root / "campaign.toml").exists():
-            control.down(load_campaign(root), abort_runs=True, timeout=40)
-    except Exception:
-        pass
-    kill_processes_under(tmp_path)
+    _stop_runners([root], tmp_path)
+
+
+@pytest.fixture
+def live_runner(tmp_path, monkeypatch):
+    """`live_runner(folder, slots=2)`: a real runner started on a written campaign folder, returned
+    as its Campaign; stopped (runs aborted) and every process under tmp_path killed at the end."""
+    from runner.campaign.model import Campaign, load_campaign
+    from runner.daemon import control
+
+    started = []
+
+    def up(folder: Path, *, slots: int = 2) -> Campaign:
+        monkeypatch.setenv("CAMPAIGN_SLOTS", str(slots))
+        campaign = load_campaign(folder)
+        started.append(Path(folder))
+        control.up(campaign)
+        return campaign
+
+    yield up
+    _stop_runners(started, tmp_path)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -5,22 +5,19 @@ that goes down shows the reconnecting banner."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "screenshots"))
-
-from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
-from scene import NOW, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.commands import ConsoleActions  # noqa: E402
-from console.screen_text import screen_text  # noqa: E402
 from console.screens.abort_dialog import AbortDialog  # noqa: E402
 from console.source import SnapshotSource  # noqa: E402
 from runner.campaign.model import load_campaign  # noqa: E402
 from runner.daemon.nvml import Nvml  # noqa: E402
+from tests.fixtures.console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from tests.fixtures.scene import NOW, snapshot, write_scene  # noqa: E402
+from tests.fixtures.screen_text import screen_text  # noqa: E402
 
 
 def _app(folder, **kw):

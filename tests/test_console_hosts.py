@@ -7,15 +7,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from helpers_console_nvml import RecordedNvml
 from helpers_hosts import two_host_brief
 
 from console.app import make_app
 from console.fleet_source import FleetSource, console_snapshot
-from console.screen_text import screen_text
 from console.source import SnapshotSource, SourceDown, SourceError
 from runner.campaign.model import load_campaign
 from runner.daemon.nvml import Nvml
+from tests.fixtures.console_nvml import RecordedNvml
+from tests.fixtures.screen_text import screen_text
 
 NOW = 1_764_500_000.0
 

@@ -4,21 +4,18 @@ notifications are shown."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "screenshots"))
-
-from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
-from scene import moments, retrieval_record, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
-from console.screen_text import screen_text  # noqa: E402
 from console.source import SnapshotSource  # noqa: E402
 from console.widgets.header.status_banner import ExpiryBanner, NotifyBanner  # noqa: E402
 from runner.campaign.model import load_campaign  # noqa: E402
 from runner.daemon.nvml import Nvml  # noqa: E402
+from tests.fixtures.console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from tests.fixtures.scene import moments, retrieval_record, snapshot, write_scene  # noqa: E402
+from tests.fixtures.screen_text import screen_text  # noqa: E402
 
 
 def _app(folder: Path, snap: dict, now: float):
@@ -83,9 +80,8 @@ async def test_failing_notifications_are_shown(tmp_path):
 
 
 async def test_wrap_up_countdown_and_the_key_that_moves_it(tmp_path):
-    from scene import iso
-
     from console.widgets.header.status_banner import WrapUpBanner
+    from tests.fixtures.scene import iso
 
     folder = tmp_path / "demo"
     write_scene(folder)

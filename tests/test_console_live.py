@@ -8,34 +8,23 @@ import datetime as dt
 
 import pytest
 from helpers_console import run_row, tick_until, write_live_campaign
-from helpers_console_nvml import NVMLError_LibraryNotFound, RecordedNvml
-from helpers_runner import kill_processes_under
 
 from console.app import make_app
-from console.screen_text import screen_text
 from console.widgets.gpus.gpu_panel import GpuPanel
 from console.widgets.header.bundle_header import BundleHeader
 from console.widgets.header.status_banner import ConnectionBanner, ExpiryBanner
 from console.widgets.runs.runs_table import RunsTable
-from runner.campaign.model import load_campaign
 from runner.daemon import control
 from runner.daemon.nvml import Nvml
+from tests.fixtures.console_nvml import NVMLError_LibraryNotFound, RecordedNvml
+from tests.fixtures.screen_text import screen_text
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def live(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAMPAIGN_SLOTS", "2")
-    campaign = load_campaign(write_live_campaign(tmp_path / "camp"))
-    control.up(campaign)
-    try:
-        yield campaign
-    finally:
-        try:
-            control.down(campaign, abort_runs=True, timeout=30)
-        finally:
-            kill_processes_under(tmp_path)
+def live(tmp_path, live_runner):
+    return live_runner(write_live_campaign(tmp_path / "camp"))
 
 
 def cell(app, run_id: str, column: str) -> str:

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from helpers_console_nvml import H200, RTX4090, NVMLError_LibraryNotFound, RecordedNvml
 
 from console.expiry import expiry_at
 from console.gpu_sampler import GpuSampler, pid_owners
@@ -21,6 +20,7 @@ from console.series import SeriesStore
 from console.widgets.gpus.gpu_panel import gpu_lines
 from runner.campaign.errors import CampaignError
 from runner.daemon.nvml import Nvml
+from tests.fixtures.console_nvml import H200, RTX4090, NVMLError_LibraryNotFound, RecordedNvml
 
 
 def test_reduce_keeps_min_and_max_of_each_column_at_any_length():

@@ -9,19 +9,16 @@ import datetime as dt
 
 import pytest
 from helpers_console import run_row, tick_until, write_pilot_campaign
-from helpers_console_nvml import RecordedNvml
-from helpers_runner import kill_processes_under
 from rich.console import Console
 
 from console.app import make_app
 from console.commands import ConsoleActions
 from console.pilot_view import banner_text, cut_candidates, decision_words, estimate_table
-from console.screen_text import screen_text
 from console.screens.pilot_dialog import PilotDialog
 from console.widgets.header.status_banner import PilotBanner
-from runner.campaign.model import load_campaign
-from runner.daemon import control
 from runner.daemon.nvml import Nvml
+from tests.fixtures.console_nvml import RecordedNvml
+from tests.fixtures.screen_text import screen_text
 
 ESTIMATE = {
     "remaining_hours": 0.5,
@@ -85,17 +82,8 @@ def test_banner_and_dialog_words():
 
 
 @pytest.fixture
-def pilot_live(tmp_path, monkeypatch):
-    monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
-    campaign = load_campaign(write_pilot_campaign(tmp_path / "camp"))
-    control.up(campaign)
-    try:
-        yield campaign
-    finally:
-        try:
-            control.down(campaign, abort_runs=True, timeout=30)
-        finally:
-            kill_processes_under(tmp_path)
+def pilot_live(tmp_path, live_runner):
+    return live_runner(write_pilot_campaign(tmp_path / "camp"), slots=1)
 
 
 @pytest.mark.slow

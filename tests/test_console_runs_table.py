@@ -5,19 +5,13 @@ a stopped run's reason kept whole (wrapped onto a second line when it is long)."
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
 
 from rich.text import Text
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "screenshots"))
-
-from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
-from scene import NOW, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
-from console.screen_text import screen_text  # noqa: E402
 from console.source import SnapshotSource  # noqa: E402
 from console.widgets.runs.cells import (  # noqa: E402
     checkpoint_cell,
@@ -31,6 +25,9 @@ from console.widgets.runs.cells import (  # noqa: E402
 from console.widgets.runs.runs_table import RunsTable, fit, wrap_lines  # noqa: E402
 from runner.campaign.model import load_campaign  # noqa: E402
 from runner.daemon.nvml import Nvml  # noqa: E402
+from tests.fixtures.console_nvml import RTX4090, RecordedNvml  # noqa: E402
+from tests.fixtures.scene import NOW, snapshot, write_scene  # noqa: E402
+from tests.fixtures.screen_text import screen_text  # noqa: E402
 
 
 def test_compact_cells_fit_an_80_column_row():

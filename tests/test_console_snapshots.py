@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "screenshots"))
-import make_screenshots  # noqa: E402
+from tests.fixtures import shots
 
 STORED = Path(__file__).parent / "console_snapshots"
 UPDATE = os.environ.get("CONSOLE_SNAPSHOTS_UPDATE") == "1"
@@ -29,7 +26,7 @@ def scenes():
     base = Path(tempfile.mkdtemp(prefix="ccsnap-", dir="/tmp"))
     folder, closing = base / "demo", base / "done"
     assert len(str(folder)) == len(PLACEHOLDER) == len(str(closing))
-    make_screenshots.write_scene(folder)
+    shots.write_scene(folder)
     yield folder, closing
     shutil.rmtree(base, ignore_errors=True)
 
@@ -37,7 +34,7 @@ def scenes():
 @pytest.fixture(scope="module")
 def closing(scenes):
     """The closed campaign (real checkpoints: written in a child process) only when a test needs it."""
-    make_screenshots.build_closing_scene(scenes[1])
+    shots.build_closing_scene(scenes[1])
     return scenes[1]
 
 
@@ -46,11 +43,11 @@ def scene(scenes):
     return scenes[0]
 
 
-@pytest.mark.parametrize("name", list(make_screenshots.SHOTS))
+@pytest.mark.parametrize("name", list(shots.SHOTS))
 async def test_screen_matches_stored(scene, name, tmp_path, request):
-    level, keys, *size = make_screenshots.SHOTS[name]
-    folder = request.getfixturevalue("closing") if level in make_screenshots.CLOSED_LEVELS else scene
-    text = await make_screenshots.shoot(name, level, keys, folder, tmp_path, *size)
+    level, keys, *size = shots.SHOTS[name]
+    folder = request.getfixturevalue("closing") if level in shots.CLOSED_LEVELS else scene
+    text = await shots.shoot(name, level, keys, folder, tmp_path, *size)
     text = text.replace(str(scene), PLACEHOLDER).replace(str(folder.parent / "done"), CLOSING_PLACEHOLDER)
     svg = (tmp_path / f"{name}.svg").read_text(encoding="utf-8")
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
@@ -63,11 +60,11 @@ async def test_screen_matches_stored(scene, name, tmp_path, request):
 
 
 def test_report_markdown_renders_as_a_page(closing):
-    svg = make_screenshots.report_markdown_svg(closing)
+    svg = shots.report_markdown_svg(closing)
     assert svg.startswith("<svg") and "Closing" in svg and "23.57" in svg
 
 
 async def test_same_scene_draws_the_same_twice(scene, tmp_path):
-    a = await make_screenshots.shoot("main-warning", "warning", ["down"], scene, None)
-    b = await make_screenshots.shoot("main-warning", "warning", ["down"], scene, None)
+    a = await shots.shoot("main-warning", "warning", ["down"], scene, None)
+    b = await shots.shoot("main-warning", "warning", ["down"], scene, None)
     assert a == b and "WARNING" in a

@@ -22,20 +22,10 @@ def test_a_campaign_file_not_in_utf8_is_bad_input_naming_the_file(tmp_path: Path
 
 
 @pytest.fixture
-def live_camp(tmp_path, monkeypatch):
-    """A campaign folder whose runner is cleaned up (and every process under it killed)."""
-    from runner.daemon import control
-    from tests.helpers_runner import kill_processes_under
-
+def live_camp(camp, monkeypatch):
+    """The shared `camp` folder (conftest.py), with one slot."""
     monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
-    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "5")
-    root = tmp_path / "camp"
-    yield root
-    try:
-        control.down(root, abort_runs=True, timeout=40)
-    except Exception:
-        pass
-    kill_processes_under(tmp_path)
+    return camp
 
 
 @pytest.mark.slow
