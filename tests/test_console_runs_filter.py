@@ -5,14 +5,7 @@ a change to one run costs one row, not the table."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "screenshots"))
-
-from helpers_console_nvml import RTX4090, RecordedNvml  # noqa: E402
-from scene import NOW, snapshot, write_scene  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.screens.filter_dialog import FilterDialog  # noqa: E402
@@ -22,6 +15,8 @@ from console.widgets.runs.runs_table import RunsTable  # noqa: E402
 from console.widgets.runs.selection import SHOW_MAX, RunSelection  # noqa: E402
 from runner.campaign.model import load_campaign  # noqa: E402
 from runner.daemon.nvml import Nvml  # noqa: E402
+from tests.fixtures.console_nvml import RTX4090, RecordedNvml
+from tests.fixtures.scene import NOW, snapshot, write_scene
 
 ENDED = 1_000
 
