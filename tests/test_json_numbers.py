@@ -101,4 +101,4 @@ def test_an_aborted_runs_time_used_does_not_drop_while_its_attempt_ends(tmp_path
     ended = run_row(
         {**base, "state": "aborted", "active_seconds": 1805.0, "ended_at": now + 5}, None, {}, {}, [], now + 9
     )
-    assert [r["elapsed_seconds"] for r in (running, ending, ended)] == [1800.0, 1805.0, 1805.0]
+    assert [r.elapsed_seconds for r in (running, ending, ended)] == [1800.0, 1805.0, 1805.0]

@@ -39,17 +39,32 @@ def _nonfinite_word(value: Any, texts: bool) -> str | None:
 
 def json_ready(obj: Any, *, texts: bool = False) -> Any:
     """A copy of `obj` with every non-finite float as null plus its `<key>_nonfinite` flag.
-    `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for."""
-    if isinstance(obj, dict):
+    `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for.
+    Scalars are judged in place, without a call each: a snapshot of 10,000 runs holds ~500,000."""
+    t = type(obj)
+    if t is dict:
         out: dict[str, Any] = {}
         for key, value in obj.items():
-            word = _nonfinite_word(value, texts)
-            if word is not None:
+            vt = type(value)
+            if vt is dict or vt is list or vt is tuple:
+                out[key] = json_ready(value, texts=texts)
+            elif (vt is float or vt is str) and (word := _nonfinite_word(value, texts)) is not None:
                 out[key] = None
                 out[f"{key}{FLAG_SUFFIX}"] = word
             else:
-                out[key] = json_ready(value, texts=texts)
+                out[key] = value
         return out
-    if isinstance(obj, (list, tuple)):
-        return [None if _nonfinite_word(v, texts) is not None else json_ready(v, texts=texts) for v in obj]
+    if t is list or t is tuple:
+        items = []
+        for v in obj:
+            vt = type(v)
+            if vt is dict or vt is list or vt is tuple:
+                items.append(json_ready(v, texts=texts))
+            elif (vt is float or vt is str) and _nonfinite_word(v, texts) is not None:
+                items.append(None)
+            else:
+                items.append(v)
+        return items
+    if isinstance(obj, (dict, list, tuple)):  # subclasses: the general path
+        return json_ready(dict(obj) if isinstance(obj, dict) else list(obj), texts=texts)
     return obj

@@ -34,7 +34,10 @@ from runner.daemon.status_types import Delta, RunRow, Snapshot, VariantInfo
 from runner.ledger import store as L
 from runner.ledger.states import RunState
 
-PILOT_MAX_AGE_SECONDS = 60.0  # the pilot's re-estimate moves with the clock: recomputed at least this often
+PILOT_MAX_AGE_SECONDS = 60.0  # before the decision the pilot's re-estimate moves with the clock
+# after the decision the pilot's status reads every run (seconds at 10,000 runs) for nothing new:
+# it is recomputed only when one of these is recorded
+PILOT_DECIDED_EVENTS = frozenset({"decision", "plan_frozen"})
 
 
 class Inputs:
@@ -94,9 +97,14 @@ class RunView:
         self.dirty[run_id] = None
 
     def on_event(self, ev: dict) -> None:
-        """A ledger event (Ledger.listeners): the last-events list and the pilot are stale."""
+        """A ledger event (Ledger.listeners): the last-events list is stale, and the pilot's
+        status too, unless the decision is taken and this event cannot change it."""
         self.events_dirty = True
-        self._pilot_at = -1e18
+        if not self._pilot_decided() or ev.get("kind") in PILOT_DECIDED_EVENTS:
+            self._pilot_at = -1e18
+
+    def _pilot_decided(self) -> bool:
+        return isinstance(self.pilot, dict) and self.pilot.get("state") == "decided"
 
     def load(self) -> None:
         """Everything from the ledger, once (at start): the only full read."""
@@ -181,7 +189,7 @@ class RunView:
             self.events = sanitize(L.events(self.conn, limit=20))
             self.retrieval = retrieval_info(self.conn)
             self.events_dirty = False
-        if now - self._pilot_at >= PILOT_MAX_AGE_SECONDS:
+        if self._pilot_at < -1e17 or (not self._pilot_decided() and now - self._pilot_at >= PILOT_MAX_AGE_SECONDS):
             self.pilot = pilot_info(self.campaign, self.conn)
             self._pilot_at = now
         self._bundle = bundle_info(self.campaign, now)
