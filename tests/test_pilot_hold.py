@@ -137,6 +137,12 @@ def test_cut_drops_only_what_has_not_run(tmp_path):
     assert out["dropped"] == ["rank64"] and out["already_ran"] == ["rank16"]
     row = conn.execute("SELECT dropped, how FROM decisions").fetchone()
     assert json.loads(row["dropped"]) == ["rank64"] and row["how"] == "shell"
+    from runner.closing.report import build_report
+
+    report = build_report(camp, conn)
+    notes = {r["name"]: r["note"] for r in report.to_json()["planned_vs_actual"]}
+    assert "cut at the pilot decision" in notes["rank64"] and "cut" not in notes["rank16"]
+    assert any("cut to control (dropped rank64)" in line for line in report.decision_lines())
 
 
 def test_without_a_pilot_phase_a_variant_started_by_hand_keeps_the_pilot_open(tmp_path):

@@ -26,7 +26,7 @@ from console.screens.form_dialog import FormDialog
 
 CHOICES = (
     ("continue", "continue: run the rest as planned"),
-    ("cut", "cut to the variants ticked below (the rest leave the queue)"),
+    ("cut", "cut to the variants ticked below (the others not yet run leave the queue)"),
     ("revisit", "revisit the question (recorded; nothing is cut)"),
 )
 

@@ -249,7 +249,8 @@ def build_manifest(
         "plan": plan if plan is not None else {"frozen": False, "note": "the runner has not frozen a plan yet"},
         "spend": [{"what": s.what, "usd": s.usd} for s in campaign.spend],
         "decision": [
-            {"at": _iso(d["t"]), "who": d["who"], "choice": d["choice"], "variants": d["variants"], "note": d["note"]}
+            {"at": _iso(d["t"]), "who": d["who"], "how": d.get("how"), "choice": d["choice"]}
+            | {"variants": d["variants"], "dropped": d.get("dropped") or [], "note": d["note"]}
             for d in decisions
         ],
         "run": [],

@@ -191,6 +191,8 @@ class Report:
         out = []
         for d in self.decisions:
             what = d["choice"] + (f" to {', '.join(d['variants'])}" if d["choice"] == "cut" else "")
+            if d.get("dropped"):
+                what += f" (dropped {', '.join(d['dropped'])})"
             note = f": {d['note']}" if d.get("note") else ""
             out.append(f"{_when(d['t'])}, {d['who']}: {what}{note}")
         return out
@@ -396,12 +398,16 @@ def _variant_row(
 
 
 def _cut_decisions(campaign: Campaign, decisions: list[dict[str, Any]]) -> dict[str, dict]:
-    """variant -> the decision that cut it: the latest cut, for every variant it did not keep."""
-    cuts = [d for d in decisions if d["choice"] == "cut"]
-    if not cuts:
-        return {}
-    kept = set(cuts[-1]["variants"])
-    return {v.name: cuts[-1] for v in campaign.variants if v.name not in kept}
+    """variant -> the decision that cut it: what each cut dropped from the queue (a cut recorded
+    before the ledger kept `dropped`: every variant it did not keep)."""
+    out: dict[str, dict] = {}
+    for d in (d for d in decisions if d["choice"] == "cut"):
+        names = d.get("dropped")
+        if not names and d.get("how") is None:
+            names = [v.name for v in campaign.variants if v.name not in set(d["variants"])]
+        for name in names or []:
+            out[name] = d
+    return out
 
 
 def _runs_variants(campaign: Campaign, phase_name: str | None) -> bool:
