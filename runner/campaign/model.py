@@ -137,6 +137,9 @@ class Variant:
     base_revision: str | None = None
     adapter: bool = False
     expects: tuple[str, ...] = ()
+    # the run's checkpoints are pickled nn.Modules (torch.save(model)) the user trusts to be
+    # reloaded by unpickling their code; part of the run's identity when set
+    trust_pickled_module: bool = False
     env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs, part of the run's identity
     host: str | None = None  # the [[host]] it is placed on; None: the plan's split places it
 
@@ -666,6 +669,7 @@ class _Reader:
                     "expects",
                     "env",
                     "host",
+                    "trust_pickled_module",
                 },
                 t,
                 i,
@@ -723,6 +727,7 @@ class _Reader:
                     expects=self.str_list(tbl, "expects", t, i) or (),
                     env=tuple(sorted(env.items())),
                     host=self.variant_host(tbl, i),
+                    trust_pickled_module=self.get(tbl, "trust_pickled_module", bool, t, i, default=False),
                 )
             )
         return tuple(out)

@@ -62,7 +62,7 @@ def identity(campaign: Campaign, variant: Variant) -> dict[str, Any]:
     args = list(variant.command) + list(variant.resume_command or ())
     inputs = [f for f in (_input_fingerprint(campaign.root, a) for a in args) if f]
     inputs += [f for f in (_input_fingerprint(campaign.root, v) for _, v in variant.env) if f]
-    return {
+    out: dict[str, Any] = {
         "variant": variant.name,
         "command": list(variant.command),
         "resume_command": list(variant.resume_command) if variant.resume_command else None,
@@ -76,6 +76,9 @@ def identity(campaign: Campaign, variant: Variant) -> dict[str, Any]:
         "rules": raw_rules(campaign, variant.name),
         "inputs": sorted(inputs, key=lambda f: f["path"]),
     }
+    if variant.trust_pickled_module:  # only when set: the ids of every other run stay as they were
+        out["trust_pickled_module"] = True
+    return out
 
 
 def config_hash(campaign: Campaign, variant: Variant) -> str:

@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     from runner.cli.pull_cmds import add_arguments as add_pull_arguments
 
     add_pull_arguments(p)
+    p["checkpoint"].add_argument(
+        "--trust-pickled-module",
+        action="store_true",
+        help="reload a pickled nn.Module (torch.save(model)) by unpickling: only for files you trust",
+    )
     return parser
 
 

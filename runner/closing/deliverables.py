@@ -17,8 +17,6 @@ import math
 import os
 import re
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -28,8 +26,9 @@ from typing import Any
 from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign, Variant
 from runner.campaign.placeholders import expand
+from runner.grading.client import verify_many
 from runner.grading.interpreter import grader_python
-from runner.import_paths import tool_env
+from runner.grading.result import failed as grading_failed
 from runner.ledger import queries
 from runner.ledger import store as ledger
 from runner.ledger.queries import RunRecord
@@ -39,6 +38,7 @@ from runner.ledger.states import RunState
 # that module imports torch and this one must not — a test keeps the two equal).
 DEFAULT_EXPECTS = ("predictions.jsonl", "error_analysis.json", "checkpoints/final.pt")
 ARTIFACT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors")
+ARTIFACT_FOLDER_MARKS = {"adapter_config.json", "trainer_state.json", ".metadata", "latest", "config.json"}
 RELOAD_TIMEOUT_S = 300.0
 
 _TEMP_PART = re.compile(r"^(\.?te?mp|tmp[_-]?[a-z0-9_]{6,})$", re.IGNORECASE)
@@ -53,7 +53,9 @@ class RunCheck:
     files: list[tuple[str, Path]] = field(default_factory=list)  # (path as delivered, absolute path)
     artifact: Path | None = None
     artifact_check: dict[str, Any] | None = None
-    base_revision: str | None = None
+    base_revision: str | None = None  # the revision the adapter was trained on (recorded, else declared)
+    adapter: bool = False
+    trust_pickled_module: bool = False  # the variant's opt-in: a pickled nn.Module is reloaded by unpickling
     duplicate_of: str | None = None  # approved, but the same configuration was counted already
 
     @property
@@ -179,7 +181,7 @@ def verify_campaign(
         if own and conn is not None:
             conn.close()
     # Reload the final artifacts of runs that passed everything else, in a fresh interpreter.
-    todo = [(c, c.artifact) for c in checks if c.approved and c.artifact is not None]
+    todo = [(c, c.artifact) for c in checks if c.artifact is not None and (c.approved or c.adapter)]
     # one grading interpreter per run's Python (the tool's own when it has torch)
     by_python: dict[str, list[tuple[RunCheck, Path]]] = {}
     for c, artifact in todo:
@@ -188,12 +190,21 @@ def verify_campaign(
         by_python.setdefault(python, []).append((c, artifact))
     pairs: list[tuple[tuple[RunCheck, Path], dict[str, Any]]] = []
     for python, group in by_python.items():
-        pairs += zip(group, reload_artifacts([artifact for _, artifact in group], reload_timeout, python=python))
+        results = reload_artifacts(
+            [artifact for _, artifact in group],
+            reload_timeout,
+            trust_pickled_module=[c.trust_pickled_module for c, _ in group],
+            python=python,
+        )
+        pairs += zip(group, results)
     for (c, artifact), result in pairs:
         c.artifact_check = result
-        if not result.get("verified"):
+        if c.approved and not result.get("verified"):
             why = "; ".join(result.get("problems") or []) or f"grade {result.get('grade')}"
             c.problems.append(f"does not reload: {_shown(campaign, artifact)}: {why}")
+    for c in checks:
+        if c.adapter:
+            _adapter_revision(c)
     counted: dict[str, str] = {}
     for c in checks:
         if c.approved:
@@ -215,8 +226,10 @@ def _static_checks(campaign: Campaign, conn: sqlite3.Connection | None, run: Run
     adapter = bool(frozen.get("adapter", variant.adapter if variant else False))
     base = frozen.get("base_revision", variant.base_revision if variant else None)
     check.base_revision = base if isinstance(base, str) and base.strip() else None
-    if adapter and check.base_revision is None:
-        problems.append("adapter without base revision: set base_revision in its [[variant]]")
+    check.adapter = adapter
+    check.trust_pickled_module = bool(
+        frozen.get("trust_pickled_module", variant.trust_pickled_module if variant else False)
+    )
     # Expected files: present, not empty, readable again.
     patterns = expected_patterns(variant, frozen)
     for pattern in patterns:
@@ -254,6 +267,25 @@ def _static_checks(campaign: Campaign, conn: sqlite3.Connection | None, run: Run
     return check
 
 
+def _adapter_revision(check: RunCheck) -> None:
+    """An adapter's base revision: what its adapter_config.json records wins over the campaign
+    file; a declared revision that contradicts it, or none anywhere, blocks approval."""
+    declared = check.base_revision
+    recorded = (check.artifact_check or {}).get("base_revision")
+    recorded = recorded if isinstance(recorded, str) and recorded.strip() else None
+    if recorded and declared and recorded != declared:
+        check.problems.append(
+            f"base revision mismatch: the variant declares base_revision {declared!r}, "
+            f"but the adapter's adapter_config.json records {recorded!r}"
+        )
+    check.base_revision = recorded or declared
+    if check.base_revision is None:
+        check.problems.append(
+            "adapter without base revision: neither its adapter_config.json nor the variant's "
+            "base_revision names the base model's revision"
+        )
+
+
 def _variant(campaign: Campaign, run: RunRecord) -> Variant | None:
     try:
         return campaign.variant(run.variant)
@@ -284,7 +316,7 @@ def _match(campaign: Campaign, run: RunRecord, pattern: str) -> tuple[list[tuple
     if ".." in Path(pattern).parts:
         return [], f"outside the campaign: expects names {pattern}"
     for base in (run.run_dir, campaign.root):
-        found = sorted(p for p in base.glob(pattern) if p.is_file())
+        found = sorted(p for p in base.glob(pattern) if p.is_file() or _artifact_folder(p))
         if found:
             return [
                 (str(p.relative_to(base)) if base == run.run_dir else str(p.relative_to(campaign.root)), p)
@@ -370,8 +402,16 @@ def _temp_roots() -> list[Path]:
     return [Path(os.path.realpath(r)) for r in roots]
 
 
+def _artifact_folder(path: Path) -> bool:
+    """A folder that is one artifact (an HF/PEFT/Accelerate/DCP/DeepSpeed checkpoint folder)."""
+    if not path.is_dir():
+        return False
+    names = {p.name for p in path.iterdir()}
+    return bool(names & ARTIFACT_FOLDER_MARKS) or any(n.endswith((".safetensors", ".bin", ".distcp")) for n in names)
+
+
 def _final_artifact(conn: sqlite3.Connection | None, run: RunRecord, files: list[tuple[str, Path]]) -> Path | None:
-    artifacts = [p for _, p in files if p.suffix.lower() in ARTIFACT_SUFFIXES]
+    artifacts = [p for _, p in files if p.suffix.lower() in ARTIFACT_SUFFIXES or p.is_dir()]
     if artifacts:
         finals = [p for p in artifacts if p.stem == "final"]
         return (finals or artifacts)[-1]
@@ -408,115 +448,67 @@ def _shown(campaign: Campaign, path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 # Reloading in a new process
 
-_reload_cache: dict[tuple[str, int, int, str], dict[str, Any]] = {}
+_reload_cache: dict[tuple[str, int, int, str, bool], dict[str, Any]] = {}
 
 
-def reload_artifact(path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str | None = None) -> dict[str, Any]:
-    """Load `path` in a fresh interpreter; the `checkpoint --json` keys (README) come back.
-
-    A result is remembered for the same bytes (path, size, mtime and sha256) within this process,
-    so a runner refreshing the output folder does not reload an unchanged file again."""
+def _cache_key(path: Path, trust: bool) -> tuple[str, int, int, str, bool] | None:
+    """The same bytes graded under the same options: (path, size, mtime, sha256, trust)."""
     try:
         st = path.stat()
-    except OSError as exc:
-        return {"verified": False, "grade": "unreadable", "holds": [], "problems": [f"cannot read: {exc.strerror}"]}
-    key = (str(path), st.st_size, st.st_mtime_ns, sha256_file(path))
-    if key in _reload_cache:
-        return _reload_cache[key]
-    python = python or sys.executable
-    argv = [python, "-m", "runner.grading.checkpoint_grade", str(path), "--json"]
-    try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=_child_env(), stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        return {
-            "verified": False,
-            "grade": "unreadable",
-            "holds": [],
-            "problems": [f"reload took longer than {timeout:g} s"],
-        }
-    result: dict[str, Any] | None = None
-    for line in reversed(proc.stdout.strip().splitlines()):
-        try:
-            result = json.loads(line)
-            break
-        except ValueError:
-            continue
-    if not isinstance(result, dict) or "verified" not in result:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        result = {
-            "verified": False,
-            "grade": "unreadable",
-            "holds": [],
-            "problems": [f"the loader exited {proc.returncode}: {tail}"],
-        }
-    _reload_cache[key] = result
-    return result
+        digest = sha256_file(path) if path.is_file() else _folder_digest(path)
+    except OSError:
+        return None
+    return (str(path), st.st_size, st.st_mtime_ns, digest, trust)
+
+
+def _folder_digest(folder: Path) -> str:
+    """A folder artifact's identity: every file's relative path, size and mtime."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+def reload_artifact(
+    path: Path, timeout: float = RELOAD_TIMEOUT_S, *, trust_pickled_module: bool = False
+) -> dict[str, Any]:
+    """Load `path` in a fresh interpreter; the `checkpoint --json` keys come back."""
+    return reload_artifacts([path], timeout, trust_pickled_module=[trust_pickled_module])[0]
 
 
 def reload_artifacts(
-    paths: list[Path], timeout: float = RELOAD_TIMEOUT_S, python: str | None = None
+    paths: list[Path],
+    timeout: float = RELOAD_TIMEOUT_S,
+    python: str | None = None,
+    *,
+    trust_pickled_module: list[bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """Grade several files in one fresh interpreter (one torch import, not one per file).
+    """Grade artifacts in fresh interpreters (`runner.grading.checkpoint_grade.verify_many`, the
+    grading the supervisor and `campaign checkpoint` use), one torch import per batch.
 
-    Any file the batch did not answer for (the child crashed or timed out) is retried alone."""
+    A result is remembered for the same bytes within this process, so a runner refreshing the
+    output folder does not reload an unchanged file again."""
+    trust = trust_pickled_module or [False] * len(paths)
     results: dict[int, dict[str, Any]] = {}
     keys: dict[int, tuple] = {}
     for i, path in enumerate(paths):
-        try:
-            st = path.stat()
-            keys[i] = (str(path), st.st_size, st.st_mtime_ns, sha256_file(path))
-        except OSError:
+        key = _cache_key(path, trust[i])
+        if key is None:
+            results[i] = grading_failed(str(path), "cannot read: it is gone or unreadable")
             continue
-        if keys[i] in _reload_cache:
-            results[i] = _reload_cache[keys[i]]
-    todo = [i for i in keys if i not in results]
-    if len(todo) > 1:
-        argv = [python or sys.executable, "-c", _BATCH_GRADE, *(str(paths[i]) for i in todo)]
-        try:
-            proc = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=timeout * len(todo),
-                env=_child_env(),
-                stdin=subprocess.DEVNULL,
-            )
-            answered = {}
-            for line in proc.stdout.splitlines():
-                try:
-                    obj = json.loads(line)
-                    answered[obj["path"]] = obj["result"]
-                except (ValueError, KeyError, TypeError, RecursionError):
-                    continue
-            for i in todo:
-                res = answered.get(str(paths[i]))
-                if isinstance(res, dict) and "verified" in res:
-                    results[i] = _reload_cache[keys[i]] = res
-        except subprocess.TimeoutExpired:
-            pass
-    return [results[i] if i in results else reload_artifact(p, timeout, python) for i, p in enumerate(paths)]
-
-
-def _child_env() -> dict[str, str]:
-    """No GPU for a reload check, and this package importable whatever the working folder."""
-    env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    return tool_env(env)
-
-
-_BATCH_GRADE = """\
-import json, sys
-from runner.grading.checkpoint_grade import grade_path
-for p in sys.argv[1:]:
-    try:
-        res = grade_path(p)
-    except Exception as exc:
-        res = {"verified": False, "grade": "unreadable", "holds": [],
-               "problems": [f"{type(exc).__name__}: {exc}".splitlines()[0]]}
-    print(json.dumps({"path": p, "result": res}, default=str), flush=True)
-"""
+        keys[i] = key
+        if key in _reload_cache:
+            results[i] = _reload_cache[key]
+    for flag in (False, True):
+        todo = [i for i in keys if i not in results and trust[i] == flag]
+        answers = verify_many([paths[i] for i in todo], timeout=timeout, trust_pickled_module=flag, python=python)
+        for i, res in zip(todo, answers):
+            results[i] = res
+            if "verifier exited" not in " ".join(res.get("problems") or []):
+                _reload_cache[keys[i]] = res
+    return [results[i] for i in range(len(paths))]
 
 
 _hash_cache: dict[tuple[str, int, int, int], str] = {}

@@ -1,15 +1,16 @@
 """The supervisor's checkpoint side: notice new checkpoints and prove each reloads.
 
 A checkpoint is noticed from the harness's `checkpoint` event line, or, for scripts that save on
-their own, as a new `checkpoint_glob` match whose size and mtime held still across two scans. Each
-is graded in a fresh interpreter (`python -m runner.grading.checkpoint_grade PATH --json`, the documented
-`checkpoint --json` output), one at a time, with no GPU visible so a verifier never takes memory
-from the training process. The result lands beside the file as `<name>.verify.json`.
+their own, as a new `checkpoint_glob` match (a file, or a folder such as the HF Trainer's
+`checkpoint-N/`) whose size and mtime held still across two scans. Each is graded in a fresh
+interpreter by the same command `campaign checkpoint` and `verify` use
+(`runner.grading.checkpoint_grade.grader_command`), one at a time, with no GPU visible so a
+verifier never takes memory from the training process. The result lands beside the artifact as
+`<name>.verify.json`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import selectors
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import IO
 
 from campaign_train.atomic import read_json, write_json_atomic
+from runner.grading.client import grader_command, grader_env, read_answer
 from runner.grading.interpreter import grader_python
+from runner.grading.result import failed
 from runner.supervision import kept_copy
 
 SCAN_SECONDS = 1.0
@@ -69,30 +72,39 @@ def write_verify_record(
     return record
 
 
-def grade_now(path: Path, root: Path, timeout: float = VERIFY_TIMEOUT, command: list[str] | None = None) -> dict:
+def grade_now(
+    path: Path,
+    root: Path,
+    timeout: float = VERIFY_TIMEOUT,
+    command: list[str] | None = None,
+    *,
+    trust_pickled_module: bool = False,
+) -> dict:
     """Grade one checkpoint in a fresh interpreter and write its record; blocking. For the runner,
     which must sometimes judge a checkpoint no supervisor saw (one written by an orphaned process
     while it was being stopped)."""
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
     t0 = time.monotonic()
     problems: list[str] = []
     result = None
     try:
         proc = subprocess.run(
-            [grader_python(command, root), "-m", "runner.grading.checkpoint_grade", str(path), "--json"],
+            grader_command([path], trust_pickled_module=trust_pickled_module, python=grader_python(command, root)),
             cwd=root,
-            env=env,
+            env=grader_env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout,
         )
-        result = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+        result = read_answer(
+            path.absolute(),
+            proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"),
+            proc.returncode,
+        )
     except subprocess.TimeoutExpired:
         problems.append("verifier timed out")
-    except (OSError, ValueError, IndexError) as exc:
+    except OSError as exc:
         problems.append(f"verifier failed: {exc}")
-    if not isinstance(result, dict):
-        result = None
     return write_verify_record(
         path,
         step_of(path, None if result is None else result.get("step")),
@@ -109,6 +121,7 @@ class _Job:
         self.step = step
         self.from_glob = from_glob  # a file the script saves itself, maybe in place
         self.snapshot: Path | None = None  # what was graded instead of the live file
+        self.graded: Path = path
         self.sig: tuple[int, int] | None = None
         self.copy_problem: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -130,6 +143,7 @@ class CheckpointWatcher:
         self.root: Path = spec.root
         self.run_dir: Path = spec.run_dir
         self.glob: str | None = spec.checkpoint_glob
+        self.trust_pickled_module = bool(getattr(spec, "trust_pickled_module", False))
         self.python = grader_python(getattr(spec, "argv", None), spec.root)  # torch: the tool's, else the run's
         self.sel = sel
         self.on_verified = on_verified
@@ -167,14 +181,18 @@ class CheckpointWatcher:
             return
         self.next_scan = time.monotonic() + SCAN_SECONDS
         kept = kept_copy.kept_dir(self.run_dir)
-        for path in sorted(self.root.glob(self.glob)):
-            if path.name.endswith(".verify.json") or not path.is_file() or kept in path.parents:
+        ready = []
+        for path in self.root.glob(self.glob):
+            if path.name.endswith((".verify.json", ".unverified", ".restoring")) or kept in path.parents:
+                continue
+            if not (path.is_file() or path.is_dir()):
                 continue
             try:
-                st = path.stat()
+                sig = kept_copy.signature(path)
             except OSError:
                 continue
-            sig = (st.st_size, st.st_mtime_ns)
+            if sig[0] == 0 and path.is_dir():
+                continue  # a folder being created: nothing in it yet
             key = str(path)
             if (key, *sig) in self.seen:
                 continue
@@ -183,17 +201,19 @@ class CheckpointWatcher:
                 continue
             self.pending_sizes.pop(key, None)
             done = verify_path_for(path)
-            if done.exists() and done.stat().st_mtime_ns >= st.st_mtime_ns:
+            if done.exists() and done.stat().st_mtime_ns >= sig[1]:
                 self.seen.add((key, *sig))  # graded by an earlier attempt
                 continue
+            ready.append((step_of(path), sig[1], path))
+        # oldest step first, so the kept copy ends on the newest (name order puts 100 before 20)
+        for _, _, path in sorted(ready, key=lambda r: (r[0] is None, r[0] or 0, r[1])):
             self._enqueue(path, None, from_glob=True)
 
     def _enqueue(self, path: Path, step: object, from_glob: bool = False) -> None:
         try:
-            st = path.stat()
+            key = (str(path), *kept_copy.signature(path))
         except OSError:
-            st = None
-        key = (str(path), st.st_size, st.st_mtime_ns) if st else (str(path), -1, -1)
+            key = (str(path), -1, -1)
         if key in self.seen:
             return
         self.seen.add(key)
@@ -215,8 +235,7 @@ class CheckpointWatcher:
         if job.from_glob:  # grade a copy: the script may rewrite (or truncate) the file meanwhile
             try:
                 job.snapshot, job.sig = kept_copy.snapshot(job.path, self.run_dir, self.root)
-                st = job.path.stat()
-                if (st.st_size, st.st_mtime_ns) != job.sig:
+                if kept_copy.signature(job.path) != job.sig:
                     # rewritten while being copied: the copy may be torn; the next scan takes the new one
                     kept_copy.discard(job.snapshot)
                     self.seen.discard((str(job.path), *job.sig))
@@ -225,16 +244,14 @@ class CheckpointWatcher:
                 return self._start_next()  # replaced meanwhile: the next scan finds the new file
             except OSError as exc:
                 job.copy_problem = f"no copy kept of the last good version: {exc}"
-        env = dict(os.environ)
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        env["PYTHONUNBUFFERED"] = "1"
         job.err = tempfile.TemporaryFile()
         graded = job.snapshot or job.path
+        job.graded = graded.absolute()
         try:
             job.proc = subprocess.Popen(
-                [self.python, "-m", "runner.grading.checkpoint_grade", str(graded), "--json"],
+                grader_command([job.graded], trust_pickled_module=self.trust_pickled_module, python=self.python),
                 cwd=self.root,
-                env=env,
+                env=grader_env(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=job.err,
@@ -275,22 +292,15 @@ class CheckpointWatcher:
         out.close()
         rc = proc.wait()
         self.job = None
-        result = None
-        problems: list[str] = []
-        try:
-            result = json.loads(job.out.decode("utf-8", "replace").strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            result = None
-        if not isinstance(result, dict):
-            result = None
-            err.seek(0)
-            tail = err.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
-            problems.append(
-                "verifier timed out"
-                if timed_out
-                else f"verifier failed (exit {rc}): {tail[-1] if tail else 'no output'}"
-            )
+        err.seek(0)
+        err_text = err.read()[-4000:].decode("utf-8", "replace")
         err.close()
+        if timed_out:
+            result = failed(str(job.graded), "verifier timed out")
+        else:
+            result = read_answer(job.graded, job.out.decode("utf-8", "replace"), err_text, rc)
+        result["path"] = str(job.path)
+        problems: list[str] = []
         self._record(job, result, problems)
         self._start_next()
 
@@ -301,7 +311,8 @@ class CheckpointWatcher:
         kept = None
         if job.snapshot is not None:
             if verified and job.sig is not None:  # the copy and its signature are taken together
-                kept = str(kept_copy.keep(job.snapshot, job.path, job.sig, step, now))
+                kept_at = kept_copy.keep(job.snapshot, job.path, job.sig, step, now)
+                kept = str(kept_at) if kept_at else None
             else:
                 kept_copy.discard(job.snapshot)
         if job.copy_problem:

@@ -77,6 +77,7 @@ class LaunchSpec:
         regex = self.variant_tbl.get("metrics_regex")
         self.regex = RegexMetrics(regex) if regex else None
         self.checkpoint_glob = expand_opt(self.variant_tbl.get("checkpoint_glob"), self.run_id)
+        self.trust_pickled_module = bool(self.variant_tbl.get("trust_pickled_module", False))
         every = self.variant_tbl.get("checkpoint_every")
         try:
             self.checkpoint_every = parse_duration(every) if isinstance(every, str) else every
