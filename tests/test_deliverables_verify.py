@@ -122,10 +122,45 @@ def test_adapter_without_base_revision_blocks_approval(tmp_path):
     add_run(conn, camp, "lora", config_hash="22222222")
     add_run(conn, camp, "lora_pinned", config_hash="33333333")
     v = verify_campaign(camp, conn)
-    assert "adapter without base revision: set base_revision in its [[variant]]" in _problems(v, "lora-22222222")
+    assert any(
+        p.startswith("adapter without base revision: set base_revision in its [[variant]]")
+        for p in _problems(v, "lora-22222222")
+    )
     pinned = v.check("lora_pinned-33333333")
     assert pinned.approved, pinned.problems
     assert pinned.base_revision == "abc123def"
+
+
+def _adapter_folder(run_dir, revision):
+    st = pytest.importorskip("safetensors.torch")
+    import torch
+
+    folder = run_dir / "adapter"
+    folder.mkdir(parents=True, exist_ok=True)
+    st.save_file({"base_model.model.lora_A.weight": torch.ones(2, 4)}, folder / "adapter_model.safetensors")
+    config = {"base_model_name_or_path": "tiny-base", "revision": revision, "peft_type": "LORA"}
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+
+
+def test_adapter_revision_comes_from_adapter_config_and_a_contradiction_blocks(tmp_path):
+    """Regression: adapter_config.json was never read; a declared revision contradicting it was
+    approved and RELOAD.md named the wrong one."""
+    camp = make_campaign(
+        tmp_path / "camp",
+        variants=(
+            ("control", "essential", 10, ""),
+            ("lora", "essential", 10, 'adapter = true\nexpects = ["adapter"]'),
+            ("lora_wrong", "useful", 10, 'adapter = true\nbase_revision = "bbbb"\nexpects = ["adapter"]'),
+        ),
+    )
+    conn = open_writable(camp)
+    _adapter_folder(add_run(conn, camp, "lora", config_hash="22222222", checkpoint=False), "aaaa")
+    _adapter_folder(add_run(conn, camp, "lora_wrong", config_hash="33333333", checkpoint=False), "aaaa")
+    v = verify_campaign(camp, conn)
+    lora = v.check("lora-22222222")
+    assert lora.approved and lora.base_revision == "aaaa", lora.problems
+    wrong = v.check("lora_wrong-33333333")
+    assert not wrong.approved and any("base revision mismatch" in p and "'aaaa'" in p for p in wrong.problems)
 
 
 def test_corrupt_final_checkpoint_blocks_approval(camp):

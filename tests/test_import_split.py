@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH_ALLOWED = (
     "campaign_train.checkpoint",
     "runner.grading.checkpoint_grade",
+    # the graders by format (the child `checkpoint_grade` runs); `client` and `result` stay torch-free
+    "runner.grading.dicts",
+    "runner.grading.distributed",
+    "runner.grading.safetensors_format",
+    "runner.grading.torch_files",
     "campaign_train.predictions",
     "runner.demo",
 )

@@ -25,7 +25,8 @@ def test_restore_puts_back_the_verified_version_and_keeps_the_broken_one(tmp_pat
     original.write_bytes(b"good" * 100)
     cand, sig = kept_copy.snapshot(original, run_dir, root)
     kept = kept_copy.keep(cand, original, sig, 120, time.time())
-    assert kept.read_bytes() == b"good" * 100 and kept.name == "out__ckpt.pt"
+    # kept under its own name (the grader recognises formats by content and name, never `*.candidate`)
+    assert kept.read_bytes() == b"good" * 100 and kept.name == "ckpt.pt" and kept.parent.name == "out__ckpt.pt"
     assert kept_copy.restore_if_needed(run_dir) is None  # unchanged: nothing to do
     original.write_bytes(b"trunc")  # killed mid-save
     done = kept_copy.restore_if_needed(run_dir)
@@ -44,6 +45,35 @@ def test_a_newer_verified_copy_replaces_the_older_one(tmp_path):
         kept_copy.keep(cand, f, sig, i, time.time())
     files = sorted(p.name for p in kept_copy.kept_dir(run_dir).iterdir())
     assert files == ["ckpt-2.pt", "kept.json"]
+
+
+def test_the_newest_verified_step_is_kept_whatever_order_gradings_finish(tmp_path):
+    """Regression: the kept copy was the last graded in name order (checkpoint-100 before -20)."""
+    run_dir = tmp_path / "runs" / "a-1"
+    for step in (100, 20):
+        folder = tmp_path / "out" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(bytes([step]) * 10)
+        cand, sig = kept_copy.snapshot(folder, run_dir, tmp_path)
+        assert cand.is_dir() and cand.name == f"checkpoint-{step}"
+        kept_copy.keep(cand, folder, sig, step, time.time())
+    assert kept_copy.kept_step(run_dir) == 100
+    assert not any(p.name.endswith(".candidate") for p in kept_copy.kept_dir(run_dir).iterdir())
+
+
+def test_a_folder_checkpoint_is_restored_whole(tmp_path):
+    run_dir = tmp_path / "runs" / "a-1"
+    folder = tmp_path / "out" / "checkpoint-10"
+    folder.mkdir(parents=True)
+    (folder / "optimizer.pt").write_bytes(b"o" * 50)
+    (folder / "model.safetensors").write_bytes(b"m" * 50)
+    cand, sig = kept_copy.snapshot(folder, run_dir, tmp_path)
+    kept_copy.keep(cand, folder, sig, 10, time.time())
+    assert kept_copy.restore_if_needed(run_dir) is None
+    (folder / "model.safetensors").write_bytes(b"m")  # torn by a kill
+    done = kept_copy.restore_if_needed(run_dir)
+    assert done["step"] == 10 and (folder / "model.safetensors").read_bytes() == b"m" * 50
+    assert (Path(done["moved_aside"]) / "model.safetensors").read_bytes() == b"m"
 
 
 SAVES_IN_PLACE = r"""

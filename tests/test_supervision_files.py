@@ -140,6 +140,46 @@ time.sleep(3)
     assert rec["step"] == 42 and rec["verified"] is False and rec["problems"]  # random bytes
 
 
+HF_LIKE_SAVER = """
+import json, os, struct, time
+def safetensors(path, n):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header + struct.pack(f"<{n}f", *([0.5] * n)))
+safetensors("out/single.safetensors", 8) if os.makedirs("out") is None else None
+time.sleep(1.5)
+for step in (10, 5):  # saved out of step order: the kept copy must still be the newest step
+    d = f"out/checkpoint-{step}"
+    os.makedirs(d)
+    safetensors(f"{d}/model.safetensors", 4)
+    json.dump({"global_step": step}, open(f"{d}/trainer_state.json", "w"))
+    time.sleep(1.5)
+time.sleep(3)
+"""
+
+
+def test_checkpoint_glob_matching_folders_and_safetensors_grades_them(run):
+    """Regression: folders matched by checkpoint_glob were skipped (never graded), and a
+    safetensors file was graded through its `*.candidate` copy as "not a PyTorch checkpoint"."""
+    from runner.grading.client import verify_in_subprocess
+    from runner.supervision import kept_copy
+
+    run.script("hfsaver.py", HF_LIKE_SAVER)
+    run.write([PY, "hfsaver.py"], [], variant_extra={"checkpoint_glob": "out/*"})
+    run.run(timeout=120)
+    out = run.campaign / "out"
+    for step in (5, 10):
+        rec = json.loads((out / f"checkpoint-{step}.verify.json").read_text())
+        assert rec["verified"] is True and rec["step"] == step and rec["grade"] == "weights", rec
+        by_hand = verify_in_subprocess(out / f"checkpoint-{step}")
+        assert (by_hand["verified"], by_hand["grade"], by_hand["holds"]) == (True, rec["grade"], rec["holds"])
+    single = json.loads((out / "single.verify.json").read_text())
+    assert single["verified"] is True and single["grade"] == "weights", single
+    assert verify_in_subprocess(out / "single.safetensors")["grade"] == single["grade"]
+    meta = json.loads((kept_copy.kept_dir(run.dir) / "kept.json").read_text())
+    assert meta["step"] == 10 and meta["original"].endswith("checkpoint-10"), meta
+
+
 def test_a_command_that_cannot_start_still_ends_with_exit_json(run):
     run.write(["/nonexistent/trainer", "--go"], [])
     assert run.run() == 1

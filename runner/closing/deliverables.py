@@ -281,8 +281,8 @@ def _adapter_revision(check: RunCheck) -> None:
     check.base_revision = recorded or declared
     if check.base_revision is None:
         check.problems.append(
-            "adapter without base revision: neither its adapter_config.json nor the variant's "
-            "base_revision names the base model's revision"
+            "adapter without base revision: set base_revision in its [[variant]] "
+            "(its adapter_config.json records none either)"
         )
 
 

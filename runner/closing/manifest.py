@@ -29,6 +29,7 @@ import tomli_w
 from campaign_train.atomic import fsync_dir, write_bytes_atomic, write_json_atomic, write_text_atomic
 from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign
+from runner.campaign.placeholders import expand
 from runner.closing.deliverables import RunCheck, Verification, describe_end, open_ledger, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions
 from runner.ledger import queries
@@ -118,7 +119,19 @@ def _deliver_run(campaign: Campaign, check: RunCheck, out: Path, resume_point: P
             if kind == "artifact" and sidecar.is_file():
                 sources.append((str(Path(shown).with_suffix(".json")), sidecar, "artifact sidecar"))
     files = []
+    folder_artifact = None
     for rel, src, kind in sources:
+        if src.is_dir():  # a folder artifact (HF Trainer, PEFT, Accelerate, DCP...): each file in it
+            if kind == "artifact" or kind == "expected file":
+                kind = "artifact"
+                folder_artifact = {"path": str((dest_dir / rel).relative_to(out)), "kind": "artifact", "bytes": 0}
+            for f in sorted(p for p in src.rglob("*") if p.is_file()):
+                dst = dest_dir / rel / f.relative_to(src)
+                if _copy(f, dst):
+                    files.append(_file_entry(out, dst, f, campaign, "artifact file" if kind == "artifact" else kind))
+                    if folder_artifact is not None and kind == "artifact":
+                        folder_artifact["bytes"] += files[-1]["bytes"]
+            continue
         dst = dest_dir / rel
         if _copy(src, dst):
             files.append(_file_entry(out, dst, src, campaign, kind))
@@ -126,7 +139,7 @@ def _deliver_run(campaign: Campaign, check: RunCheck, out: Path, resume_point: P
         stop = _stop_record(check)
         write_json_atomic(dest_dir / "stop.json", stop)
         files.append(_file_entry(out, dest_dir / "stop.json", None, campaign, "stop reason"))
-    return {"check": check, "files": files}
+    return {"check": check, "files": files, "artifact_folder": folder_artifact}
 
 
 def _relative_to_run(path: Path, run_dir: Path) -> str:
@@ -340,12 +353,18 @@ def reload_markdown(campaign: Campaign, verification: Verification, runs: list[d
         check: RunCheck = entry["check"]
         run = check.run
         files = entry["files"]
-        artifact = next((f for f in files if f["kind"] == "artifact"), None)
+        artifact = next((f for f in files if f["kind"] == "artifact"), None) or entry.get("artifact_folder")
         lines += [f"## {run.id} (variant `{run.variant}`, {run.category})", ""]
         if check.duplicate_of:
             lines += [f"Re-run of the same configuration as `{check.duplicate_of}`: not a separate deliverable.", ""]
         if check.base_revision:
-            lines += [f"Adapter on base model revision `{check.base_revision}`: load that exact revision first.", ""]
+            base = (check.artifact_check or {}).get("base_model")
+            lines += [
+                f"Adapter on base model {f'`{base}` at ' if base else ''}revision `{check.base_revision}`"
+                f" (as {'its adapter_config.json records' if (check.artifact_check or {}).get('base_revision') else 'the variant declares'}):"
+                " load that exact revision first.",
+                "",
+            ]
         lines += ["Check the bytes:", "", "```sh", "sha256sum -c - <<'EOF'"]
         lines += [f"{f['sha256']}  {f['path']}" for f in files]
         lines += ["EOF", "```", ""]
@@ -361,14 +380,8 @@ def reload_markdown(campaign: Campaign, verification: Verification, runs: list[d
                 f"campaign checkpoint {p} --json",
                 "```",
                 "",
-                "Or with PyTorch alone:",
-                "",
-                "```sh",
-                "python -c \"import sys, torch; state = torch.load(sys.argv[1], map_location='cpu', "
-                f'weights_only=True); print(sorted(state) if isinstance(state, dict) else type(state))" {p}',
-                "```",
-                "",
             ]
+            lines += _plain_reload(artifact["path"], check)
         preds = next((f for f in files if f["kind"] == "predictions"), None)
         if preds is not None:
             lines += [
@@ -386,8 +399,29 @@ def reload_markdown(campaign: Campaign, verification: Verification, runs: list[d
                 "The command that produced it (from `run.toml`, run in the campaign folder):",
                 "",
                 "```sh",
-                " ".join(shlex.quote(str(a)) for a in command),
+                " ".join(shlex.quote(expand(str(a), run.id)) for a in command),
                 "```",
                 "",
             ]
     return "\n".join(lines)
+
+
+def _plain_reload(path: str, check: RunCheck) -> list[str]:
+    """How to load the artifact with its own library alone, by format."""
+    p = shlex.quote(path)
+    fmt = (check.artifact_check or {}).get("format")
+    if fmt in ("safetensors",):
+        code = "import sys; from safetensors.torch import load_file; print(sorted(load_file(sys.argv[1])))"
+    elif fmt == "peft-adapter":
+        code = "import sys; from peft import PeftConfig; print(PeftConfig.from_pretrained(sys.argv[1]))"
+    elif fmt == "pickled-module":
+        code = "import sys, torch; print(torch.load(sys.argv[1], map_location='cpu', weights_only=False))"
+    elif fmt in (None, "campaign", "state-dict", "checkpoint-dict", "lightning"):
+        code = (
+            "import sys, torch; state = torch.load(sys.argv[1], map_location='cpu', weights_only=True); "
+            "print(sorted(state) if isinstance(state, dict) else type(state))"
+        )
+    else:  # folders (Trainer, Accelerate, DCP, DeepSpeed...): `campaign checkpoint` above reads them
+        return []
+    note = " (unpickles the training code: run it from the campaign folder)" if fmt == "pickled-module" else ""
+    return ["Or with its own library alone" + note + ":", "", "```sh", f'python -c "{code}" {p}', "```", ""]

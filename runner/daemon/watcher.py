@@ -49,7 +49,10 @@ def derive_end(exit_info: dict | None, verdict: dict | None, attempt: int) -> tu
         name = exit_info.get("signal_name") or f"signal {exit_info['signal']}"
         by = exit_info.get("killed_by")
         return RunState.FAILED, f"ended by {name}" + (f" ({by})" if by else "")
-    return RunState.FAILED, f"exit code {exit_info.get('returncode')}"
+    last = exit_info.get("last_output_line")
+    return RunState.FAILED, f"exit code {exit_info.get('returncode')}" + (
+        f": {last}" if isinstance(last, str) and last else ""
+    )
 
 
 class RunWatch:

@@ -244,7 +244,7 @@ class Judge:
         if kind == "nonfinite":
             j.value = value
             if not math.isfinite(value):
-                return self._fire(j, name, value, now, f"{name} is {_fmt(value)} at step {self.step}")
+                return self._fire(j, name, value, now, f"{name} is {_fmt(value)}{_at_step(self.step)}")
             j.state = "ok"
             return None
         if self.step is None or self.step < j.rule.after_step:
@@ -263,7 +263,7 @@ class Judge:
                 value,
                 now,
                 f"{name} = {_fmt(value)} is {word} "
-                f"{threshold:g} at step {self.step} (judged from step {j.rule.after_step})",
+                f"{threshold:g}{_at_step(self.step)} (judged from step {j.rule.after_step})",
             )
         j.state = "ok"
         return None
@@ -297,3 +297,8 @@ class Judge:
             rule=j.table, kind=j.rule.kind, metric=metric, value=value, step=self.step, at=now, reason=reason
         )
         return self.verdict
+
+
+def _at_step(step: int | None) -> str:
+    """' at step N', or '' when the run reports no step (never 'at step None')."""
+    return f" at step {step}" if step is not None else ""

@@ -153,6 +153,7 @@ class Supervisor:
         self.pipe_buf = b""
         self.stdout_fd: int | None = None
         self.log = open(self.run_dir / OUTPUT_LOG, "ab", buffering=0)
+        self.regex_lines = 0  # metric lines parsed from stdout by metrics_regex
         self.metrics_path = self.run_dir / METRICS_FILE
         self.last_data = 0.0
 
@@ -418,6 +419,7 @@ class Supervisor:
         if self.spec.regex is None:
             return
         records, _ = self.spec.regex.parse_block(block)
+        self.regex_lines += len(records)
         if records:
             now = time.time()
             for r in records:
@@ -544,7 +546,10 @@ class Supervisor:
             "garbage_lines": self.stream.garbage,
             "restarts": self.stream.restarts,
             "checkpoints_verified": self.checkpoints.verified_count,
+            "last_output_line": last_output_line(self.run_dir / OUTPUT_LOG),
         }
+        if self.spec.regex is not None:  # regex-followed: the lines it parsed from stdout
+            exit_info["metric_lines"] += self.regex_lines
         self._log_line(
             f"--- attempt {self.spec.attempt} ended: "
             + (f"signal {exit_info['signal_name']}" if sig else f"exit code {rc}")
@@ -589,6 +594,22 @@ def fail_before_start(run_dir: Path, attempt: int, message: str, returncode: int
         )
     except OSError:
         pass
+
+
+def last_output_line(log: Path, tail_bytes: int = 8192) -> str | None:
+    """The run's last line of output (a traceback's last line names the error), the
+    supervisor's own `---` lines left out; for a failed run's reason."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith("--- "):
+            return text[:300]
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
