@@ -472,10 +472,10 @@ def _folder_digest(folder: Path) -> str:
 
 
 def reload_artifact(
-    path: Path, timeout: float = RELOAD_TIMEOUT_S, *, trust_pickled_module: bool = False
+    path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str | None = None, *, trust_pickled_module: bool = False
 ) -> dict[str, Any]:
     """Load `path` in a fresh interpreter; the `checkpoint --json` keys come back."""
-    return reload_artifacts([path], timeout, trust_pickled_module=[trust_pickled_module])[0]
+    return reload_artifacts([path], timeout, python, trust_pickled_module=[trust_pickled_module])[0]
 
 
 def reload_artifacts(
@@ -485,7 +485,7 @@ def reload_artifacts(
     *,
     trust_pickled_module: list[bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """Grade artifacts in fresh interpreters (`runner.grading.checkpoint_grade.verify_many`, the
+    """Grade artifacts in fresh interpreters (`runner.grading.client.verify_many`, the
     grading the supervisor and `campaign checkpoint` use), one torch import per batch.
 
     A result is remembered for the same bytes within this process, so a runner refreshing the
