@@ -101,7 +101,7 @@ def _lightning_data(loops: Any) -> bool:
     except (KeyError, TypeError):
         return False
     combined = state.get("combined_loader") if isinstance(state, dict) else None
-    return bool(combined) and any(bool(x) for x in combined)
+    return isinstance(combined, (list, tuple)) and any(bool(x) for x in combined)
 
 
 def grade_dict_file(path: Path, res: GradeResult, trust_pickled_module: bool = False) -> Any:

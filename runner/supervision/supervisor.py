@@ -542,14 +542,13 @@ class Supervisor:
             "kill_at": self.kill_at,
             "tree_gone_at": gone_at,
             "verdict": self.verdict is not None,
-            "metric_lines": self.stream.lines,
+            # regex-followed runs: the lines metrics_regex parsed from stdout count too
+            "metric_lines": self.stream.lines + (self.regex_lines if self.spec.regex is not None else 0),
             "garbage_lines": self.stream.garbage,
             "restarts": self.stream.restarts,
             "checkpoints_verified": self.checkpoints.verified_count,
             "last_output_line": last_output_line(self.run_dir / OUTPUT_LOG),
         }
-        if self.spec.regex is not None:  # regex-followed: the lines it parsed from stdout
-            exit_info["metric_lines"] += self.regex_lines
         self._log_line(
             f"--- attempt {self.spec.attempt} ended: "
             + (f"signal {exit_info['signal_name']}" if sig else f"exit code {rc}")
