@@ -125,6 +125,10 @@ def test_resume_after_a_truncated_in_place_save_uses_the_kept_copy(tmp_path, mon
         )
         client.request(c, "abort", run=run["id"], reason="test: simulate a kill during the save")
         wait_for(lambda: run_of(client.request(c, "status"), "nano")["state"] == "aborted", what="the abort")
+        # the supervisor finishes pending gradings before it writes exit.json: a later save may
+        # verify after the abort was asked, and the kept copy is then that newer one
+        wait_for(lambda: (run_dir / "exit.json").exists(), what="the supervisor's end")
+        meta = json.loads((kept_copy.kept_dir(run_dir) / "kept.json").read_text())
         ckpt = root / "out" / "ckpt.pt"
         ckpt.write_bytes(ckpt.read_bytes()[:100])  # what a kill mid-torch.save leaves
         client.request(c, "resume", run=run["id"])
