@@ -1,14 +1,15 @@
 """The rental clock as the console sees it: the bundle's times from the snapshot, `now` from the
 console's own (injectable) clock, so the header counts down between polls and tests and
-screenshots can stand at any moment. Same levels as `runner.campaign.clock.read_clock`."""
+screenshots can stand at any moment. The levels and their rule are `runner.campaign.clock`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from console.fmt import parse_iso
+from runner.campaign.clock import LEVELS, level_at
 
-LEVELS = ("not_open", "ok", "warning", "critical", "expired")
+__all__ = ["LEVELS", "Expiry", "expiry_at"]
 DEFAULT_WARN_HOURS = 12.0
 
 
@@ -35,12 +36,4 @@ def expiry_at(bundle: dict, now: float, warn_hours: float | None = None) -> Expi
     to_retrieve = (retrieve.timestamp() if retrieve else expires.timestamp()) - now
     if level_before is not None:
         return Expiry(level_before, remaining, to_retrieve)
-    if remaining <= 0:
-        level = "expired"
-    elif to_retrieve <= 0:
-        level = "critical"
-    elif to_retrieve <= warn * 3600:
-        level = "warning"
-    else:
-        level = "ok"
-    return Expiry(level, remaining, to_retrieve)
+    return Expiry(level_at(remaining, to_retrieve, warn), remaining, to_retrieve)

@@ -20,7 +20,7 @@ TRAIN = r"""
 import importlib, json, os, sys
 
 import runner as mine  # the user's own runner.py, next to this script
-from campaign_train import metrics
+from campaign_train import atomic, formats, metrics, predictions  # the torch-free helpers
 
 probe = {"python": sys.executable, "mine": getattr(mine, "MINE", None), "importable": {}}
 for name in ("console", "tests", "examples", "runner.daemon", "runner.ledger", "msgspec", "textual"):

@@ -17,6 +17,17 @@ from runner.campaign.model import Bundle
 LEVELS = ("not_open", "ok", "warning", "critical", "expired")
 
 
+def level_at(remaining_seconds: float, to_retrieve_seconds: float, warn_hours: float) -> str:
+    """The level of an open window: the one rule the runner, the CLI and the console apply."""
+    if remaining_seconds <= 0:
+        return "expired"
+    if to_retrieve_seconds <= 0:
+        return "critical"
+    if to_retrieve_seconds <= warn_hours * 3600:
+        return "warning"
+    return "ok"
+
+
 @dataclass(frozen=True)
 class ClockReading:
     level: str
@@ -42,12 +53,5 @@ def read_clock(bundle: Bundle, now: float | None = None) -> ClockReading:
         )
     remaining = bundle.expires_at.timestamp() - now
     to_retrieve = bundle.retrieve_by.timestamp() - now
-    if remaining <= 0:
-        level = "expired"
-    elif to_retrieve <= 0:
-        level = "critical"
-    elif to_retrieve <= bundle.warn_hours * 3600:
-        level = "warning"
-    else:
-        level = "ok"
+    level = level_at(remaining, to_retrieve, bundle.warn_hours)
     return ClockReading(level, remaining, to_retrieve, bundle.expires_at, bundle.retrieve_by)

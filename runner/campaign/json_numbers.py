@@ -37,6 +37,19 @@ def _nonfinite_word(value: Any, texts: bool) -> str | None:
     return None
 
 
+def nonfinite_as_text(obj: Any) -> Any:
+    """A copy of `obj` where every non-finite float is the string "nan", "inf" or "-inf": the
+    socket's and the report's strict JSON (no NaN tokens), as docs/INTERNALS.md describes."""
+    word = _nonfinite_word(obj, False)
+    if word is not None:
+        return word
+    if isinstance(obj, dict):
+        return {k: nonfinite_as_text(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [nonfinite_as_text(v) for v in obj]
+    return obj
+
+
 def json_ready(obj: Any, *, texts: bool = False) -> Any:
     """A copy of `obj` with every non-finite float as null plus its `<key>_nonfinite` flag.
     `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for.

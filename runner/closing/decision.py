@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from runner.campaign.json_numbers import nonfinite_as_text
 from runner.campaign.model import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end
 from runner.ledger.states import RunState
@@ -31,7 +32,7 @@ class Comparison:
     meets: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {k: _json_float(v) for k, v in asdict(self).items()}
+        return {k: nonfinite_as_text(v) for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -175,9 +176,3 @@ def _fmt(value: float | None) -> str:
 
 def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _json_float(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN: "nan", "inf", "-inf" as in the status snapshot
-    return value

@@ -19,10 +19,13 @@ import re
 import sqlite3
 import tempfile
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from campaign_train.formats import sha256_file
 from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign, Variant
 from runner.campaign.placeholders import expand
@@ -119,6 +122,21 @@ def open_ledger(campaign: Campaign) -> sqlite3.Connection | None:
     return ledger.connect(path, readonly=True)
 
 
+@contextmanager
+def ledger_for(campaign: Campaign, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection | None]:
+    """`conn` when the caller has one (left open); otherwise the ledger opened read-only for the
+    block and closed after it (None when the runner never started)."""
+    if conn is not None:
+        yield conn
+        return
+    own = open_ledger(campaign)
+    try:
+        yield own
+    finally:
+        if own is not None:
+            own.close()
+
+
 def read_runs(conn: sqlite3.Connection | None) -> list[RunRecord]:
     """Every run the ledger holds, in launch order (queued ones last), with its frozen `run.toml`."""
     if conn is None:
@@ -171,15 +189,9 @@ def verify_campaign(
     campaign: Campaign, conn: sqlite3.Connection | None = None, *, reload_timeout: float = RELOAD_TIMEOUT_S
 ) -> Verification:
     """Check every run in the ledger. Opens the ledger read-only when `conn` is not given."""
-    own = conn is None
-    if own:
-        conn = open_ledger(campaign)
-    try:
+    with ledger_for(campaign, conn) as conn:
         runs = read_runs(conn)
         checks = [_static_checks(campaign, conn, run) for run in runs]
-    finally:
-        if own and conn is not None:
-            conn.close()
     # Reload the final artifacts of runs that passed everything else, in a fresh interpreter.
     todo = [(c, c.artifact) for c in checks if c.artifact is not None and (c.approved or c.adapter)]
     # one grading interpreter per run's Python (the tool's own when it has torch)
@@ -509,23 +521,6 @@ def reload_artifacts(
             if "verifier exited" not in " ".join(res.get("problems") or []):
                 _reload_cache[keys[i]] = res
     return [results[i] for i in range(len(paths))]
-
-
-_hash_cache: dict[tuple[str, int, int, int], str] = {}
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime, inode) within this process."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-    digest = _hash_cache.get(key)
-    if digest is None:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = _hash_cache[key] = h.hexdigest()
-    return digest
 
 
 def is_finite(value: float | None) -> bool:

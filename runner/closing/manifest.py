@@ -30,7 +30,7 @@ from campaign_train.atomic import fsync_dir, write_bytes_atomic, write_json_atom
 from runner.campaign.json_numbers import as_number
 from runner.campaign.model import Campaign
 from runner.campaign.placeholders import expand
-from runner.closing.deliverables import RunCheck, Verification, describe_end, open_ledger, sha256_file, verify_campaign
+from runner.closing.deliverables import RunCheck, Verification, describe_end, ledger_for, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions
 from runner.ledger import queries
 from runner.ledger.states import RunState
@@ -53,15 +53,9 @@ def refresh_output(campaign: Campaign, conn: sqlite3.Connection | None = None) -
 
 
 def _refresh(campaign: Campaign, conn: sqlite3.Connection | None) -> Verification:
-    own = conn is None
-    if own:
-        conn = open_ledger(campaign)
-    try:
+    with ledger_for(campaign, conn) as conn:
         verification = verify_campaign(campaign, conn)
         write_output(campaign, verification, conn)
-    finally:
-        if own and conn is not None:
-            conn.close()
     return verification
 
 

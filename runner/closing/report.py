@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.campaign.budget import BudgetSummary, budget_summary
+from runner.campaign.json_numbers import nonfinite_as_text
 from runner.campaign.model import Campaign
 from runner.closing.decision import Answer, answer_question
 from runner.closing.deliverables import (
@@ -29,7 +30,7 @@ from runner.closing.deliverables import (
     Verification,
     describe_end,
     final_metric,
-    open_ledger,
+    ledger_for,
     verify_campaign,
 )
 from runner.closing.pilot import attempt_started_at, frozen_plan, list_decisions, plan_snapshot
@@ -60,7 +61,7 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The documented `report --json` keys first, then the detail behind them."""
         b = self.budget.to_json()
-        return _finite_json(
+        return nonfinite_as_text(
             {
                 "conclusion": self.answer.conclusion,
                 "outcome": self.answer.outcome,
@@ -210,10 +211,7 @@ def build_report(
 ) -> Report:
     """Everything the closing report says, from the ledger (read-only) and the run folders."""
     now = time.time() if now is None else now
-    own = conn is None
-    if own:
-        conn = open_ledger(campaign)
-    try:
+    with ledger_for(campaign, conn) as conn:
         if verification is None:
             verification = verify_campaign(campaign, conn)
         values: dict[str, float | None] = {}
@@ -229,9 +227,6 @@ def build_report(
             plan = plan_snapshot(campaign, now)
         decisions = list_decisions(conn) if conn is not None else []
         elapsed = _current_attempts(conn, verification, now)
-    finally:
-        if own and conn is not None:
-            conn.close()
     rejected, pending, not_counted = [], [], []
     for c in verification.checks:
         if c.approved:
@@ -492,17 +487,6 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return out
-
-
-def _finite_json(obj: Any) -> Any:
-    """Non-finite floats as "nan"/"inf" strings: the output must be strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
-    return obj
 
 
 def dumps(report: Report) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.campaign.model import Campaign
-from runner.closing.deliverables import open_ledger, sha256_file
+from runner.closing.deliverables import ledger_for, sha256_file
 from runner.ledger import store as L
 from runner.ledger.states import PENDING_STATES
 
@@ -104,14 +104,8 @@ def _sidecar_sha256(path: Path, size: int) -> str | None:
 
 def build_list(campaign: Campaign, conn: sqlite3.Connection | None = None, now: float | None = None) -> RetrievalList:
     """The retrieval list as it stands now (reads the ledger read-only)."""
-    own = conn is None
-    if own:
-        conn = open_ledger(campaign)
-    try:
+    with ledger_for(campaign, conn) as conn:
         return _build(campaign, conn, time.time() if now is None else now)
-    finally:
-        if own and conn is not None:
-            conn.close()
 
 
 def _build(campaign: Campaign, conn: sqlite3.Connection | None, now: float) -> RetrievalList:

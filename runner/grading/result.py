@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-FORMAT = "campaign-checkpoint/1"  # the project's own files (campaign_train.checkpoint)
+from campaign_train import formats
+
+FORMAT = formats.FORMAT  # the project's own files (campaign_train.checkpoint)
 
 
 class Part(StrEnum):

@@ -11,7 +11,6 @@ library and OpenSSH here: no torch, no GPU.
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import os
 import socket
@@ -22,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from campaign_train.formats import sha256_file
 from runner.remote.ssh import Address, CopyTool, RemoteError, Session
 
 STATE_FILE = ".campaign-pull.json"  # the last list and outcome, kept beside the files
@@ -55,21 +55,9 @@ class PullResult:
         return not self.missing and not self.changed
 
 
-_hashes: dict[tuple[str, int, int, int], str] = {}
-
-
 def sha256_of(path: Path) -> str:
-    """sha256 of a local file, remembered for the same (path, size, mtime, inode): the check
-    before the copy and the one after read an unchanged file once."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
-    if key not in _hashes:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        _hashes[key] = h.hexdigest()
-    return _hashes[key]
+    """sha256 of a local file (campaign_train.formats: an unchanged file is read once)."""
+    return sha256_file(path)
 
 
 def this_machine() -> str:

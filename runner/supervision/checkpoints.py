@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from campaign_train.atomic import read_json, write_json_atomic
+from campaign_train.formats import verify_path_for
 from runner.grading.client import grader_command, grader_env, read_answer
 from runner.grading.interpreter import grader_python
 from runner.grading.result import failed
@@ -31,10 +32,6 @@ from runner.supervision import kept_copy
 SCAN_SECONDS = 1.0
 VERIFY_TIMEOUT = 900.0  # one checkpoint's grading; a hung verifier is killed
 FINAL_WAIT = 900.0  # how long the end of an attempt waits for pending verifications
-
-
-def verify_path_for(ckpt: Path) -> Path:
-    return ckpt.with_name(ckpt.stem + ".verify.json")
 
 
 def step_of(ckpt: Path, hint: object = None) -> int | None:

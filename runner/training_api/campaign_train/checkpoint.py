@@ -34,11 +34,18 @@ from typing import Any
 import torch
 
 from campaign_train import metrics
+from campaign_train.atomic import fsync_dir
+from campaign_train.atomic import write_json_atomic as _write_json_atomic
+from campaign_train.formats import (
+    CHECKPOINT_DIR,
+    FINAL_NAME,
+    FORMAT,
+    checkpoint_name,
+    sidecar_path,
+    verify_record_paths,
+)
 
-FORMAT = "campaign-checkpoint/1"
-CHECKPOINT_DIR = "checkpoints"
 DEFAULT_EVERY_S = 1800.0
-FINAL_NAME = "final"
 # checkpoints kept while they wait for the supervisor's grading (verification lagging saving)
 MAX_PENDING_VERIFY = 16
 VERIFY_ENV = "CAMPAIGN_VERIFY"  # "supervisor": the runner's supervisor grades every checkpoint saved
@@ -49,37 +56,9 @@ SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 # Names and atomic files
 
 
-def checkpoint_name(step: int) -> str:
-    return f"ckpt-{int(step):09d}"
-
-
-def sidecar_path(ckpt: Path) -> Path:
-    return ckpt.with_suffix(".json")
-
-
-def verify_record_paths(ckpt: Path) -> tuple[Path, Path]:
-    """Where the supervisor may put its verdict on `ckpt` (`ckpt-N.verify.json` or `ckpt-N.pt.verify.json`)."""
-    return ckpt.with_name(ckpt.stem + ".verify.json"), ckpt.with_name(ckpt.name + ".verify.json")
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
-    """Temp file in the same folder, fsync, rename, fsync the folder."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """A sidecar, atomically (campaign_train.atomic: temp file, fsync, rename, fsync the folder)."""
+    _write_json_atomic(path, obj)
 
 
 def read_verify_record(ckpt: Path) -> dict | None:

@@ -10,13 +10,13 @@ never leaves a half file that looks like a deliverable.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from campaign_train import metrics
+from campaign_train.atomic import write_text_atomic
 
 PREDICTIONS_FILE = "predictions.jsonl"
 ERROR_ANALYSIS_FILE = "error_analysis.json"
@@ -25,17 +25,7 @@ DEFAULT_EXPECTS = (PREDICTIONS_FILE, ERROR_ANALYSIS_FILE, FINAL_CHECKPOINT)
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_text_atomic(path, text)
 
 
 def _plain(value: Any) -> Any:
