@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
+import psutil  # noqa: E402
+
 from runner.campaign.model import load_campaign  # noqa: E402
 from runner.daemon import client, control  # noqa: E402
 from runner.ledger import store as L  # noqa: E402
@@ -199,6 +201,16 @@ def one_size(finished: int, seconds: float) -> dict:
         out["up_to_running_s"] = time.perf_counter() - t
         # a rental with this many ended runs is long past its pilot: the decision is taken
         client.request(c, "decide", choice="continue", variants=[], note="bench", who="bench")
+        # the decision brings the output folder up to date (a pass over every run, off the loop):
+        # wait for that one-off pass to end, so the window below measures the idle steady state
+        runner = psutil.Process(client.request(c, "status")["runner"]["pid"])
+        settle = time.monotonic() + 180
+        while time.monotonic() < settle:
+            c0 = sum(runner.cpu_times()[:2])
+            time.sleep(3)
+            if (sum(runner.cpu_times()[:2]) - c0) / 3 < 0.1:
+                break
+        out["settled_s"] = time.perf_counter() - t - out["up_to_running_s"]
         times = []
         for _ in range(3):
             t = time.perf_counter()
