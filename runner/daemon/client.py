@@ -97,10 +97,15 @@ class Client:
         self.close()
 
     def _readline(self) -> bytes:
+        """One line; a long one (a full snapshot: megabytes) is gathered in a bytearray and only
+        the newest chunk is searched for its end, so reading it costs its length, not its square."""
         assert self._sock is not None
-        while b"\n" not in self._buf:
+        buf = bytearray(self._buf)
+        start = 0
+        while (end := buf.find(b"\n", start)) < 0:
+            start = len(buf)
             try:
-                chunk = self._sock.recv(65536)
+                chunk = self._sock.recv(1 << 20)
             except TimeoutError:
                 raise RequestFailed(f"the runner did not answer within {self.timeout:g} s") from None
             except OSError as exc:
@@ -108,8 +113,8 @@ class Client:
             if not chunk:
                 self.close()
                 raise _unavailable(self.paths, "it closed the connection")
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
+            buf += chunk
+        line, self._buf = bytes(buf[:end]), bytes(buf[end + 1 :])
         return line
 
     def _message(self) -> dict:
