@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [p for top in ("runner", "console") for p in (ROOT / top).rglob("*.py")]
 SQL = re.compile(r"\.execute(?:many|script)?\(|\"(?:SELECT|INSERT|UPDATE|DELETE) ")
 BARE_STATE = re.compile(
-    r"""(?:\["state"\]|\.get\("state"\)|\.state|\bstate)\s*(?:==|!=)\s*["'](?:queued|running|finished|failed|stopped|aborted|refused)["']"""
+    r"""(?:\["state"\]|\.get\("state"\)|\.state|\bstate)\s*(?:==|!=|(?:not\s+)?in\s+\()\s*["'](?:queued|running|finished|failed|stopped|aborted|refused)["']"""
 )
 
 # the pilot's own words (its status and its re-estimated items), which share "running" with runs

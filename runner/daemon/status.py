@@ -159,7 +159,9 @@ def run_row(
         next_ckpt = every - (now - base)
     # an abort or a rule stop marks the run at once, while its attempt is still ending: that
     # attempt's time counts until the runner records the end (the column never drops to 0)
-    ending = run["state"] in ("aborted", "stopped") and not run.get("ended_at") and bool(run.get("attempts"))
+    ending = (
+        run["state"] in (RunState.ABORTED, RunState.STOPPED) and not run.get("ended_at") and bool(run.get("attempts"))
+    )
     elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if (running or ending) and started else 0.0)
     planned = run.get("planned_hours")
     expected = max(planned or 0.0, elapsed / 3600.0) if planned is not None else None
