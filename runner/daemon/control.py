@@ -321,12 +321,32 @@ def is_running(campaign: Any) -> bool:
     return client.ping(paths_for(campaign)) is not None
 
 
+def _process_exited(info: dict | None) -> bool:
+    """The pid file's process has exited (gone, a zombie, or its pid reused by another process).
+
+    The runner gives up its socket, pid file and lock before its last threads end; `down` waits for
+    the process itself, so that what follows (`up`, a check of the pid) never meets it."""
+    if not info or not isinstance(info.get("pid"), int):
+        return True
+    import psutil
+
+    try:
+        proc = psutil.Process(info["pid"])
+        if abs(proc.create_time() - float(info.get("create_time", -1))) > 0.05:
+            return True
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except (psutil.Error, TypeError, ValueError):
+        return False
+
+
 def _wait_gone(info: dict | None, paths: StatePaths, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not is_our_runner(info, paths) and not lock_is_held(paths):
+        if not is_our_runner(info, paths) and not lock_is_held(paths) and _process_exited(info):
             return True
-        time.sleep(0.1)
+        time.sleep(0.05)
     return False
 
 
