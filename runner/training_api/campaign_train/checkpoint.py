@@ -44,6 +44,7 @@ from campaign_train.formats import (
     sidecar_path,
     verify_record_paths,
 )
+from campaign_train.data import ResumableLoader
 
 DEFAULT_EVERY_S = 1800.0
 # checkpoints kept while they wait for the supervisor's grading (verification lagging saving)
@@ -161,6 +162,7 @@ class ResumableSampler(torch.utils.data.Sampler):
         self.seed = int(seed)
         self.epoch = 0
         self.consumed = 0
+        self.tracked_by_loader = False  # set by ResumableLoader, which counts batches itself
 
     def order(self, epoch: int) -> list[int]:
         if not self.shuffle:
@@ -176,7 +178,12 @@ class ResumableSampler(torch.utils.data.Sampler):
         return self.n
 
     def advance(self, k: int) -> None:
-        """The loop consumed `k` more samples (call once per batch with its size)."""
+        """The loop consumed `k` more samples (call once per batch with its size), for a sampler in
+        a DataLoader of your own. Under `resumable_loader` the loader counts: this does nothing."""
+        if not self.tracked_by_loader:
+            self._consume(k)
+
+    def _consume(self, k: int) -> None:
         self.consumed += int(k)
         if self.consumed >= self.n:
             self.epoch += 1
@@ -206,7 +213,8 @@ class ResumableSampler(torch.utils.data.Sampler):
 def resumable_loader(
     dataset: Any, batch_size: int, *, seed: int = 0, shuffle: bool = True, **kwargs: Any
 ) -> torch.utils.data.DataLoader:
-    """A DataLoader over a `ResumableSampler` (`loader.sampler`) that leaves the global RNG alone.
+    """A DataLoader over a `ResumableSampler` (`loader.sampler`) that records its position as
+    batches are consumed (`campaign_train.data.ResumableLoader`) and leaves the global RNG alone.
 
     A plain DataLoader draws its worker seed from the global torch RNG each time an epoch starts;
     after a mid-epoch resume that draw would happen at a different point and shift every later
@@ -215,9 +223,7 @@ def resumable_loader(
     sampler = ResumableSampler(len(dataset), shuffle=shuffle, seed=seed)
     gen = torch.Generator()
     gen.manual_seed(seed)
-    return torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, sampler=sampler, generator=gen, drop_last=False, **kwargs
-    )
+    return ResumableLoader(dataset, batch_size=batch_size, sampler=sampler, generator=gen, drop_last=False, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
