@@ -17,30 +17,36 @@ from pathlib import Path
 import numpy as np
 
 from console.series import SeriesStore
-from runner.supervision.metric_stream import MetricStream, RegexMetrics
+from runner.supervision.metric_stream import MetricStream, line_parser
 
 READ_CAP_BYTES = 32 * 1024 * 1024
 
 
 def frozen_metrics_regex(run_dir: Path) -> str | None:
     """The `metrics_regex` frozen into the run at launch (run.toml), if it has one."""
+    return frozen_line_settings(run_dir)[0]
+
+
+def frozen_line_settings(run_dir: Path) -> tuple[str | None, str | None]:
+    """(`metrics_regex`, `metrics_format`) frozen into the run at launch (run.toml)."""
     try:
         with open(run_dir / "run.toml", "rb") as f:
-            regex = tomllib.load(f).get("variant", {}).get("metrics_regex")
+            variant = tomllib.load(f).get("variant", {})
     except (OSError, tomllib.TOMLDecodeError):
-        return None
-    return regex if isinstance(regex, str) and regex else None
+        return None, None
+    regex, fmt = variant.get("metrics_regex"), variant.get("metrics_format")
+    return (regex if isinstance(regex, str) and regex else None, fmt if isinstance(fmt, str) and fmt else None)
 
 
 class MetricTail:
     """The `metric` history (default "loss") of one run folder, appended into a SeriesStore."""
 
     def __init__(self, run_dir: str | Path, metric: str = "loss") -> None:
-        regex = frozen_metrics_regex(Path(run_dir))
-        self.path = Path(run_dir) / ("output.log" if regex else "metrics.jsonl")
+        parser = line_parser(*frozen_line_settings(Path(run_dir)))
+        self.path = Path(run_dir) / ("output.log" if parser else "metrics.jsonl")
         self.metric = metric
         self.series = SeriesStore()
-        self._stream = MetricStream(self.path, regex=RegexMetrics(regex) if regex else None)
+        self._stream = MetricStream(self.path, regex=parser)
         self._restarts = 0
 
     @property

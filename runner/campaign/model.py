@@ -32,6 +32,7 @@ RULE_KEYS = {  # the fields each rule kind takes, besides `kind` and `variants`
     "no_resume_point": {"within"},
     "stalled": {"within"},
 }
+METRICS_FORMATS = ("hf",)  # built-in stdout line formats (runner.supervision.metric_stream)
 PHASE_USES = ("gpu", "host", "human")
 VARIANT_NAME = re.compile(r"^[a-z0-9_-]+$")
 MAX_VARIANT_NAME = 64  # a run's folder is `<name>-<8 hex>`: well inside any file system's limits
@@ -140,6 +141,7 @@ class Variant:
     # the run's checkpoints are pickled nn.Modules (torch.save(model)) the user trusts to be
     # reloaded by unpickling their code; part of the run's identity when set
     trust_pickled_module: bool = False
+    metrics_format: str | None = None  # a built-in stdout format ("hf": the HF Trainer's log lines)
     env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs, part of the run's identity
     host: str | None = None  # the [[host]] it is placed on; None: the plan's split places it
 
@@ -670,6 +672,7 @@ class _Reader:
                     "env",
                     "host",
                     "trust_pickled_module",
+                    "metrics_format",
                 },
                 t,
                 i,
@@ -728,9 +731,16 @@ class _Reader:
                     env=tuple(sorted(env.items())),
                     host=self.variant_host(tbl, i),
                     trust_pickled_module=self.get(tbl, "trust_pickled_module", bool, t, i, default=False),
+                    metrics_format=self.metrics_format(tbl, t, i),
                 )
             )
         return tuple(out)
+
+    def metrics_format(self, tbl: dict, t: str, i: int) -> str | None:
+        fmt = self.get(tbl, "metrics_format", str, t, i)
+        if fmt is not None and fmt not in METRICS_FORMATS:
+            raise self.fail(f"{fmt!r} is not a known format ({', '.join(METRICS_FORMATS)})", t, i, "metrics_format")
+        return fmt
 
     def variant_host(self, tbl: dict, i: int) -> str | None:
         """A variant runs on one host: a list naming two is refused here, an unknown name in `hosts`."""

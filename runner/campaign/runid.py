@@ -76,6 +76,8 @@ def identity(campaign: Campaign, variant: Variant) -> dict[str, Any]:
         "rules": raw_rules(campaign, variant.name),
         "inputs": sorted(inputs, key=lambda f: f["path"]),
     }
+    if variant.metrics_format:  # only when set, as below
+        out["metrics_format"] = variant.metrics_format
     if variant.trust_pickled_module:  # only when set: the ids of every other run stay as they were
         out["trust_pickled_module"] = True
     return out

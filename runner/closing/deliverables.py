@@ -308,7 +308,8 @@ def _variant(campaign: Campaign, run: RunRecord) -> Variant | None:
 def expected_patterns(variant: Variant | None, frozen: dict[str, Any]) -> tuple[str, ...]:
     """What the run must deliver: its `expects`, or the helpers' defaults for runs that use them.
 
-    A run that uses the training helpers is one that neither parses stdout (`metrics_regex`) nor
+    A run that uses the training helpers is one that neither parses stdout (`metrics_regex`,
+    `metrics_format`) nor
     watches files of its own (`checkpoint_glob`)."""
     expects = frozen.get("expects")
     if not isinstance(expects, list):
@@ -317,7 +318,8 @@ def expected_patterns(variant: Variant | None, frozen: dict[str, Any]) -> tuple[
         return tuple(str(x) for x in expects)
     regex = frozen.get("metrics_regex", variant.metrics_regex if variant else None)
     glob = frozen.get("checkpoint_glob", variant.checkpoint_glob if variant else None)
-    return DEFAULT_EXPECTS if regex is None and glob is None else ()
+    fmt = frozen.get("metrics_format", variant.metrics_format if variant else None)
+    return DEFAULT_EXPECTS if regex is None and glob is None and fmt is None else ()
 
 
 def _match(campaign: Campaign, run: RunRecord, pattern: str) -> tuple[list[tuple[str, Path]], str | None]:

@@ -110,6 +110,7 @@ class RunManager:
             run,
             root=self.campaign.root,
             metrics_regex=vt.get("metrics_regex"),
+            metrics_format=vt.get("metrics_format"),
             checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run["id"]),
             offset=queries.metrics_offset(self.ledger.conn, run["id"]),
         )

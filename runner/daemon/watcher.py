@@ -18,7 +18,7 @@ from typing import Any
 from campaign_train.atomic import read_json
 from runner.ledger.states import RunState
 from runner.ledger.store import Ledger
-from runner.supervision.metric_stream import MetricStream, RegexMetrics
+from runner.supervision.metric_stream import MetricStream, line_parser
 
 GLOB_SCAN_SECONDS = 2.0
 
@@ -67,14 +67,15 @@ class RunWatch:
         metrics_regex: str | None,
         checkpoint_glob: str | None,
         offset: int = 0,
+        metrics_format: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.run_id = run["id"]
         self.run_dir = Path(run["run_dir"])
         self.root = root
         self.attempt = int(run.get("attempts") or 1)
-        regex = RegexMetrics(metrics_regex) if metrics_regex else None
-        # scripts with a metrics_regex print to stdout: the supervisor keeps that in output.log
+        regex = line_parser(metrics_regex, metrics_format)
+        # scripts with a metrics_regex (or metrics_format) print to stdout: the supervisor keeps that in output.log
         source = self.run_dir / ("output.log" if regex else "metrics.jsonl")
         self.stream = MetricStream(source, regex=regex, start_offset=offset)
         self.checkpoint_glob = checkpoint_glob

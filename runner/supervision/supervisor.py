@@ -34,12 +34,13 @@ from runner.campaign.statedir import paths_for
 from runner.import_paths import training_env
 from runner.supervision import proctree
 from runner.supervision.checkpoints import CheckpointWatcher
-from runner.supervision.metric_stream import FileWatch, MetricStream, RegexMetrics
+from runner.supervision.metric_stream import FileWatch, MetricStream, line_parser
 from runner.supervision.rules import Judge, Verdict
 
 METRICS_FILE = "metrics.jsonl"
 TREE_SECONDS = 1.0  # how often the run's process list (tree.json) is brought up to date
 OUTPUT_LOG = "output.log"
+EMPTY_MATCH_WARNING = 3  # lines a metrics regex/format matched without a number before it says so
 DEFAULT_GRACE = 30.0
 POLL_FAST, POLL_SLOW = 0.005, 0.1  # fallback poll (no inotify): fast while lines flow
 
@@ -74,8 +75,7 @@ class LaunchSpec:
         self.launch_env = {str(k): str(v) for k, v in (launch.get("env") or {}).items()}
         self.root = self._campaign_root(run)
         self.rules = self.config.get("rule", [])
-        regex = self.variant_tbl.get("metrics_regex")
-        self.regex = RegexMetrics(regex) if regex else None
+        self.regex = line_parser(self.variant_tbl.get("metrics_regex"), self.variant_tbl.get("metrics_format"))
         self.checkpoint_glob = expand_opt(self.variant_tbl.get("checkpoint_glob"), self.run_id)
         self.trust_pickled_module = bool(self.variant_tbl.get("trust_pickled_module", False))
         every = self.variant_tbl.get("checkpoint_every")
@@ -154,6 +154,7 @@ class Supervisor:
         self.stdout_fd: int | None = None
         self.log = open(self.run_dir / OUTPUT_LOG, "ab", buffering=0)
         self.regex_lines = 0  # metric lines parsed from stdout by metrics_regex
+        self.empty_warned = False
         self.metrics_path = self.run_dir / METRICS_FILE
         self.last_data = 0.0
 
@@ -418,8 +419,15 @@ class Supervisor:
     def _parse_stdout(self, block: bytes) -> None:
         if self.spec.regex is None:
             return
-        records, _ = self.spec.regex.parse_block(block)
+        parser = self.spec.regex
+        records, _ = parser.parse_block(block)
         self.regex_lines += len(records)
+        if parser.matched_empty >= EMPTY_MATCH_WARNING and not self.regex_lines and not self.empty_warned:
+            self.empty_warned = True  # said once: a regex that matches yet parses nothing follows nothing
+            self._log_line(
+                f"--- warning: metrics_regex matched {parser.matched_empty} lines but parsed no number from "
+                'them (check its named groups; HF Trainer lines: use metrics_format = "hf")'
+            )
         if records:
             now = time.time()
             for r in records:
@@ -548,6 +556,7 @@ class Supervisor:
             "restarts": self.stream.restarts,
             "checkpoints_verified": self.checkpoints.verified_count,
             "last_output_line": last_output_line(self.run_dir / OUTPUT_LOG),
+            "matched_without_numbers": self.spec.regex.matched_empty if self.spec.regex is not None else 0,
         }
         self._log_line(
             f"--- attempt {self.spec.attempt} ended: "

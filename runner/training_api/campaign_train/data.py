@@ -17,8 +17,8 @@ import torch
 class ResumableLoader(torch.utils.data.DataLoader):
     """A DataLoader over a `ResumableSampler` that advances it batch by batch."""
 
-    def __iter__(self) -> Iterator[Any]:
-        sampler = self.sampler
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator over the base iterator, not its _BaseDataLoaderIter
+        sampler: Any = self.sampler  # a ResumableSampler (campaign_train.checkpoint)
         sampler.tracked_by_loader = True  # its own advance() now does nothing: no double count
         size = int(self.batch_size or 1)
         for batch in super().__iter__():
