@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_ALLOWED = (
     "campaign_train.checkpoint",
+    "campaign_train.data",  # the resumable loader (a DataLoader)
     "runner.grading.checkpoint_grade",
     # the graders by format (the child `checkpoint_grade` runs); `client` and `result` stay torch-free
     "runner.grading.dicts",

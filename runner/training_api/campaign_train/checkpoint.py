@@ -36,6 +36,7 @@ import torch
 from campaign_train import metrics
 from campaign_train.atomic import fsync_dir
 from campaign_train.atomic import write_json_atomic as _write_json_atomic
+from campaign_train.data import ResumableLoader
 from campaign_train.formats import (
     CHECKPOINT_DIR,
     FINAL_NAME,
@@ -44,7 +45,6 @@ from campaign_train.formats import (
     sidecar_path,
     verify_record_paths,
 )
-from campaign_train.data import ResumableLoader
 
 DEFAULT_EVERY_S = 1800.0
 # checkpoints kept while they wait for the supervisor's grading (verification lagging saving)
