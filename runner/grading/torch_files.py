@@ -105,31 +105,49 @@ def is_state_dict(obj: Any) -> bool:
     )
 
 
-def _release(t: Any) -> None:
-    """Give back the resident pages of a memory-mapped tensor once checked (Linux; best effort)."""
-    try:
-        start = t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
-        length = t.numel() * t.element_size()
-        lo = (start + _PAGE - 1) // _PAGE * _PAGE
-        hi = (start + length) // _PAGE * _PAGE
-        if hi > lo:
+def _release(start: int, length: int) -> None:
+    """Give back the resident pages of a checked, memory-mapped range (Linux; best effort)."""
+    lo = (start + _PAGE - 1) // _PAGE * _PAGE
+    hi = (start + length) // _PAGE * _PAGE
+    if hi > lo:
+        try:
             ctypes.CDLL(None).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_DONTNEED)
-    except (AttributeError, OSError, RuntimeError):
+        except (AttributeError, OSError):
+            pass
+
+
+def _file_backed(addr: int) -> bool:
+    """Whether `addr` lies in a mapping of a file (an mmap'd checkpoint), never anonymous memory:
+    only such pages can be handed back and read again from the file."""
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                lo, _, hi = parts[0].partition("-")
+                if int(lo, 16) <= addr < int(hi, 16):
+                    return len(parts) == 6 and parts[5].startswith("/")
+    except (OSError, ValueError, IndexError):
         pass
+    return False
 
 
 def all_finite(t: Any) -> bool:
-    """Checked in chunks: never a bool copy of a whole many-GB tensor."""
+    """Checked in chunks, each chunk's pages handed back once read: never a bool copy of a whole
+    many-GB tensor, never the whole file resident."""
     if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
         return True
     flat = t.reshape(-1)
-    ok = True
+    size = t.element_size()
+    base = flat.data_ptr()
+    mapped = flat.is_contiguous() and not flat.is_cuda and _file_backed(base)
     for i in range(0, flat.numel(), CHUNK_ELEMENTS):
-        if not bool(flat[i : i + CHUNK_ELEMENTS].isfinite().all()):
-            ok = False
-            break
-    _release(t)
-    return ok
+        chunk = flat[i : i + CHUNK_ELEMENTS]
+        finite = bool(chunk.isfinite().all())
+        if mapped:
+            _release(base + i * size, chunk.numel() * size)
+        if not finite:
+            return False
+    return True
 
 
 def check_model(sd: Any, result: GradeResult, where: str = "") -> bool:
