@@ -45,7 +45,8 @@ def camp(tmp_path, monkeypatch):
 def live_runner(tmp_path, monkeypatch):
     """`live_runner(folder, slots=2)`: a real runner started on a written campaign folder, returned
     as its Campaign; stopped (runs aborted) and every process under tmp_path killed at the end."""
-    from runner.campaign.model import Campaign, load_campaign
+    from runner.campaign.model import load_campaign
+    from runner.campaign.objects import Campaign
     from runner.daemon import control
 
     started = []

@@ -10,7 +10,7 @@ import math
 from helpers_report import add_run, make_campaign, open_writable
 
 from runner.campaign.json_numbers import as_number, json_ready
-from runner.campaign.model import Rule
+from runner.campaign.objects import Rule
 from runner.cli import main as cli_main
 from runner.supervision.rules import Judge
 

@@ -66,7 +66,7 @@ def test_retries_back_off_and_the_last_failure_is_kept():
         calls.append(time.monotonic())
         return None if len(calls) >= 3 else "connection refused"
 
-    from runner.campaign.model import Notify
+    from runner.campaign.objects import Notify
 
     n = Notifier(Notify(urls=("json://x/y",)), sender=flaky, backoff=(0.2, 0.4), attempts=5)
     assert n.post(Message(Event.RULE_STOP, "t", "b"))

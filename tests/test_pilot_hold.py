@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from runner.campaign.model import DEFAULT_PILOT_WAIT_S, load_campaign
+from runner.campaign.model import load_campaign
+from runner.campaign.objects import DEFAULT_PILOT_WAIT_S
 from runner.campaign.statedir import paths_for
 from runner.cli import main as cli_main
 from runner.cli.decide_cmd import split_decide_args

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 
 UNDEFINED = "undefined"
 

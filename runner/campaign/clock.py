@@ -12,7 +12,7 @@ import datetime as dt
 import time
 from dataclasses import dataclass
 
-from runner.campaign.model import Bundle
+from runner.campaign.objects import Bundle
 
 LEVELS = ("not_open", "ok", "warning", "critical", "expired")
 

@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 from runner.campaign.hosts import host_named, total_price_usd
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.schedule import Lane, Schedule, build_schedule
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from runner.campaign.errors import CampaignError
 from runner.campaign.host_plan import placement
 from runner.campaign.hosts import on_host
-from runner.campaign.model import Campaign, load_campaign
+from runner.campaign.model import load_campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.statedir import paths_for
 
 HOST_FILE = "host"  # in .campaign/: the name of the declared host this folder is

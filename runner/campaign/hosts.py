@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runner.campaign.model import Bundle, Campaign, Variant, _Reader
+    from runner.campaign.model import _Reader
+    from runner.campaign.objects import Bundle, Campaign, Variant
 
 HOST_NAME = re.compile(r"^[a-z0-9_-]+$")
 DEFAULT_COMMAND = "campaign"

@@ -15,7 +15,7 @@ from typing import Any
 from runner.campaign.catalog import load_catalog
 from runner.campaign.clock import ClockReading, read_clock
 from runner.campaign.host_plan import hosts_json, render_lanes
-from runner.campaign.model import CATEGORIES, Campaign
+from runner.campaign.objects import CATEGORIES, Campaign
 from runner.campaign.schedule import Schedule, build_schedule
 
 TIGHT_FRACTION = 0.10  # under this share of the window to spare, the options are shown too

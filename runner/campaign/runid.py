@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runner.campaign.model import Campaign, Variant
+from runner.campaign.objects import Campaign, Variant
 
 SMALL_FILE_BYTES = 8 * 1024 * 1024
 

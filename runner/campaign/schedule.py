@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from runner.campaign.model import CATEGORIES, Campaign, Phase
+from runner.campaign.objects import CATEGORIES, Campaign, Phase
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from runner.campaign.durations import format_duration, format_span
 from runner.campaign.errors import CampaignError, RunnerUnavailable
 from runner.campaign.host_view import as_host, record_host
 from runner.campaign.json_numbers import json_ready
-from runner.campaign.model import Campaign, load_campaign, resolve_campaign_path
+from runner.campaign.model import load_campaign, resolve_campaign_path
+from runner.campaign.objects import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg, fleet_cmds
 from runner.daemon import client, control

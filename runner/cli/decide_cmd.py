@@ -14,7 +14,8 @@ import sys
 
 from runner.campaign.durations import format_span
 from runner.campaign.errors import CampaignError
-from runner.campaign.model import Campaign, load_campaign
+from runner.campaign.model import load_campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.statedir import paths_for
 from runner.cli.daemon_cmds import _ensure, _who
 from runner.closing.pilot import CHOICES

@@ -15,7 +15,8 @@ import sys
 from runner.campaign.durations import format_span
 from runner.campaign.errors import CampaignError
 from runner.campaign.host_view import recorded_host
-from runner.campaign.model import Campaign, load_campaign
+from runner.campaign.model import load_campaign
+from runner.campaign.objects import Campaign
 from runner.cli import file_arg
 from runner.daemon.fleet import Fleet, HostResult, HostUnreachable, fmt_since
 from runner.ledger.states import RunState

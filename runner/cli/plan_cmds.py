@@ -17,7 +17,8 @@ from pathlib import Path
 from runner.campaign.errors import CampaignError
 from runner.campaign.host_plan import placement
 from runner.campaign.json_numbers import json_ready
-from runner.campaign.model import CAMPAIGN_FILE, CATEGORIES, Campaign, load_campaign, parse_campaign
+from runner.campaign.model import CAMPAIGN_FILE, load_campaign, parse_campaign
+from runner.campaign.objects import CATEGORIES, Campaign
 from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
 
 TEMPLATE_STARTED_AT = "started_at = 2026-11-29T09:00:00Z"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from runner.campaign.json_numbers import nonfinite_as_text
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end
 from runner.ledger.states import RunState
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from campaign_train.formats import sha256_file
 from runner.campaign.json_numbers import as_number
-from runner.campaign.model import Campaign, Variant
+from runner.campaign.objects import Campaign, Variant
 from runner.campaign.placeholders import expand
 from runner.grading.client import verify_many
 from runner.grading.interpreter import grader_python

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.campaign.hosts import host_named, on_host, total_price_usd
-from runner.campaign.model import CAMPAIGN_FILE, Campaign
+from runner.campaign.model import CAMPAIGN_FILE
+from runner.campaign.objects import Campaign
 from runner.closing.decision import Answer, answer_question
 from runner.closing.deliverables import RunCheck, Verification, final_metric
 from runner.closing.report import Report, build_report

@@ -28,7 +28,7 @@ import tomli_w
 
 from campaign_train.atomic import fsync_dir, write_bytes_atomic, write_json_atomic, write_text_atomic
 from runner.campaign.json_numbers import as_number
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.placeholders import expand
 from runner.closing.deliverables import RunCheck, Verification, describe_end, ledger_for, sha256_file, verify_campaign
 from runner.closing.pilot import frozen_plan, list_decisions

@@ -23,7 +23,7 @@ from typing import Any
 
 from runner.campaign.durations import duration_words
 from runner.campaign.errors import CampaignError
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.closing.pilot_estimate import attempt_started_at, re_estimate
 from runner.closing.pilot_plan import (
     ensure_frozen_plan,

@@ -9,7 +9,7 @@ import statistics
 import time
 from typing import Any
 
-from runner.campaign.model import Campaign, Variant
+from runner.campaign.objects import Campaign, Variant
 from runner.campaign.schedule import variant_rank
 from runner.closing.deliverables import RunRecord, read_runs
 from runner.closing.pilot_plan import scheduled_variants

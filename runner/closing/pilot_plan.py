@@ -8,7 +8,7 @@ import sqlite3
 import time
 from typing import Any
 
-from runner.campaign.model import Campaign, Phase
+from runner.campaign.objects import Campaign, Phase
 from runner.ledger import pilot_rows as rows
 
 PILOT_PHASE = "pilot"  # a phase of this name (any case) is the pilot

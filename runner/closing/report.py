@@ -22,7 +22,7 @@ from typing import Any
 
 from runner.campaign.budget import BudgetSummary, budget_summary
 from runner.campaign.json_numbers import nonfinite_as_text
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.closing.decision import Answer, answer_question
 from runner.closing.deliverables import (
     RunCheck,

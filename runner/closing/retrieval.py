@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.closing.deliverables import ledger_for, sha256_file
 from runner.ledger import store as L
 from runner.ledger.states import PENDING_STATES

@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.campaign.clock import read_clock
 from runner.campaign.durations import duration_words, format_span
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.daemon.notify import Event, Level, Message, Notifier
 from runner.ledger import queries
 from runner.ledger import store as L

@@ -26,7 +26,8 @@ from typing import Any
 from runner.campaign.errors import CampaignError, RunnerUnavailable
 from runner.campaign.host_plan import placement
 from runner.campaign.hosts import DEFAULT_COMMAND, Host
-from runner.campaign.model import CAMPAIGN_FILE, Campaign
+from runner.campaign.model import CAMPAIGN_FILE
+from runner.campaign.objects import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.daemon import client
 from runner.remote.ssh import RemoteError, Session

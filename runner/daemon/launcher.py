@@ -29,7 +29,7 @@ from runner.campaign import runid
 from runner.campaign.durations import parse_duration
 from runner.campaign.faultpoints import fault_point
 from runner.campaign.host_view import not_placed_here
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.placeholders import expand, expand_all, expand_opt
 from runner.closing import pilot
 from runner.closing.pilot import LaunchHold

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.daemon.alerts import Alerts
 from runner.daemon.launcher import RequestError, RunManager
 from runner.daemon.notify import Notifier

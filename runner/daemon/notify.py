@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.campaign.model import Notify
+from runner.campaign.objects import Notify
 
 ATTEMPTS = 5
 BACKOFF_S = (2.0, 10.0, 30.0, 120.0)  # pauses before the 2nd, 3rd, ... attempts

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key
 from runner.daemon.status import (

@@ -28,7 +28,7 @@ from campaign_train.atomic import write_json_atomic, write_text_atomic
 from runner import __version__
 from runner.campaign.errors import CampaignError
 from runner.campaign.host_view import load_as_host
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.closing import pilot
 from runner.daemon import protocol

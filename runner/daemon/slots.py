@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.campaign.schedule import launch_order, variant_rank
 
 SLOTS_ENV = "CAMPAIGN_SLOTS"

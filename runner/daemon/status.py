@@ -20,7 +20,7 @@ import msgspec
 from runner.campaign.clock import read_clock
 from runner.campaign.durations import parse_duration
 from runner.campaign.json_numbers import as_number
-from runner.campaign.model import Campaign, Rule
+from runner.campaign.objects import Campaign, Rule
 from runner.closing.pilot import pilot_status
 from runner.daemon.protocol import sanitize
 from runner.daemon.slots import order_key

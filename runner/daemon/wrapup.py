@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from runner.campaign.model import Campaign
+from runner.campaign.objects import Campaign
 from runner.ledger import queries
 from runner.ledger import store as L
 from runner.ledger.states import RunState

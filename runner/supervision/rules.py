@@ -18,8 +18,8 @@ from typing import Any
 
 from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
-from runner.campaign.model import RULE_KEYS, RULE_KINDS, Rule
 from runner.campaign.numbers import metric_number
+from runner.campaign.objects import RULE_KEYS, RULE_KINDS, Rule
 
 
 @dataclass(frozen=True)
