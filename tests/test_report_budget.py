@@ -211,7 +211,7 @@ def test_a_run_cut_at_the_pilot_decision_says_so_once(tmp_path):
     add_run(conn, camp, "control", config_hash="11111111")
     add_run(conn, camp, "rank64", config_hash="33333333", state="queued", checkpoint=False, files=False)
     record_decision(conn, camp, "cut", ["control"], None, "ana@host")
-    # what the runner does with the queued run it was told to cut (runner.daemon.launcher.cut_queued)
+    # what the runner does with the queued run it was told to cut (runner.daemon.run_requests, RunManager.cut_queued)
     conn.execute(
         "UPDATE runs SET state = 'aborted', stop_reason = 'cut at the pilot decision', ended_at = 1.0"
         " WHERE id = 'rank64-33333333'"

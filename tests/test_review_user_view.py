@@ -112,7 +112,8 @@ def test_an_abort_that_arrives_after_the_run_ended_well_leaves_no_stop_reason(tm
     import json
     import time
 
-    from runner.daemon.launcher import Active, RunManager
+    from runner.daemon.launcher import RunManager
+    from runner.daemon.manager_state import Active
     from runner.daemon.slots import SlotPlan
     from runner.ledger.store import Ledger
     from tests.helpers_runner import write_campaign

@@ -15,7 +15,8 @@ from typing import Any
 
 from runner.campaign.objects import Campaign
 from runner.daemon.alerts import Alerts
-from runner.daemon.launcher import RequestError, RunManager
+from runner.daemon.launcher import RunManager
+from runner.daemon.manager_state import RequestError
 from runner.daemon.notify import Notifier
 from runner.daemon.wrapup import WrapUp
 from runner.ledger import store as L

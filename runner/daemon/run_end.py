@@ -1,0 +1,151 @@
+"""A run's end as the runner records it: the supervisor gone, its exit read, an orphaned training
+process stopped and drained. Kept apart from launching so each stays short.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from campaign_train.atomic import read_json
+from runner.campaign.faultpoints import fault_point
+from runner.daemon import containment
+from runner.daemon.manager_state import Active, ManagerBase
+from runner.ledger.states import RunState
+from runner.supervision import proctree
+
+
+class RunEnding(ManagerBase):
+    """The run manager's part that closes runs whose supervisor is gone."""
+
+    def _stop_orphan(self, run_dir: Path, attempt: int) -> threading.Thread | None:
+        """A supervisor that died (SIGKILL, OOM) leaves its training process running with no rule
+        judging it: stop the run's processes rather than let them hold a GPU unwatched — the
+        training process's tree and group, and every process of the supervisor's last `tree.json`
+        still alive (setsid'd grandchildren; those of a training process already dead of the broken
+        pipe), each identity checked by pid and start time. Returns the thread doing it (None when
+        nothing was running)."""
+        sup = read_json(run_dir / "supervisor.json")
+        if not isinstance(sup, dict) or sup.get("attempt") != attempt:
+            return None
+        tracked = []
+        tree = read_json(run_dir / "tree.json")
+        if isinstance(tree, dict) and tree.get("attempt") == attempt and isinstance(tree.get("processes"), list):
+            for item in tree["processes"]:
+                if isinstance(item, list) and len(item) == 2:
+                    p = proctree.process_of(item[0], item[1])
+                    if p is not None and not proctree.gone(p):
+                        tracked.append(p)
+        child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
+        if child is not None and proctree.gone(child):
+            child = None
+        if child is None and not tracked:
+            return None
+        target: Callable[..., object]
+        args: tuple[Any, ...]
+        kwargs: dict[str, Any] = {}
+        if child is not None:
+            target, args = proctree.stop_tree, (child.pid, sup.get("pgid") or child.pid, self.grace)
+            kwargs = {"tracked": tracked}
+        else:  # never pass a dead pid as a root: the number may belong to someone else by now
+            target, args = proctree.stop_tracked, (tracked, self.grace)
+        # the grace period is for the script to save a checkpoint: wait it out off the event loop
+        thread = threading.Thread(target=target, args=args, kwargs=kwargs, name=f"stop-orphan-{attempt}", daemon=True)
+        thread.start()
+        return thread
+
+    def _drain(self) -> None:
+        """Metric lines an orphan writes while it is being stopped still count: its watch stays
+        open until the tree is gone, then reads to the end once more."""
+        for run_id, (watch, thread) in list(self.draining.items()):
+            try:
+                if thread.is_alive():
+                    watch.poll()
+                    continue
+                watch.finish()
+                watch.close()
+                del self.draining[run_id]
+            except Exception as exc:
+                self.faults.contained(run_id, "draining", exc)
+
+    def _finish(self, act: Active) -> None:
+        try:
+            state, reason, exit_info = act.watch.finish()
+        except Exception as exc:
+            if containment.is_host_failure(exc):
+                raise  # a full disk: the next tick tries again, from the same place
+            # the run's own folder is unreadable in part (a metrics file turned into a folder...):
+            # what could be read is recorded; the end comes from exit.json and verdict.json
+            self.faults.contained(act.run_id, "reading the run's folder at its end", exc)
+            state, reason, exit_info = act.watch.end_from_files()
+        fault_point("runner:end_ingested")
+        run = self.ledger.run(act.run_id) or {}
+        now = time.time()
+        ended = (exit_info or {}).get("ended_at") or now
+        if run.get("state") == RunState.ABORTED and state in (RunState.FAILED, RunState.ABORTED):
+            state, reason = RunState.ABORTED, run.get("stop_reason")
+        elif state == RunState.STOPPED:
+            reason = run.get("stop_reason") or reason
+        if state == RunState.FAILED and reason and reason.startswith("supervisor lost"):
+            tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
+            if tail:
+                reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
+        orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt) if exit_info is None else None
+        if orphan is not None:
+            # the supervisor is gone without exit.json (lost, or killed after its verdict)
+            reason = (reason or "") + "; its training process was still running unjudged and was stopped"
+            if state == RunState.FAILED:
+                reason += " (resume it)"
+        started = run.get("attempt_started_at") or ended
+        cols: dict[str, Any] = dict(
+            state=state,
+            ended_at=ended,
+            exit_attempt=act.attempt,
+            returncode=(exit_info or {}).get("returncode"),
+            active_seconds=(run.get("active_seconds") or 0.0) + max(0.0, ended - started),
+        )
+        if state != RunState.FINISHED:
+            cols["stop_reason"] = reason
+        elif run.get("stop_reason"):
+            # an abort that reached the runner after the attempt had ended well: the run finished,
+            # and the request stays only in the events (it stopped nothing)
+            cols["stop_reason"] = None
+            reason = f"ended before the abort took effect ({run['stop_reason']})"
+        if run.get("state") == RunState.QUEUED:
+            # resumed while this attempt was still stopping: it ends, and the run waits for a slot
+            cols["state"] = RunState.QUEUED
+        # the end and its event in one durable transaction; the watch closes only once both are
+        # written (a full disk: the next tick tries again from the same place, nothing lost)
+        self.ledger.change_run(
+            act.run_id,
+            state,
+            cols,
+            attempt=act.attempt,
+            reason=reason,
+            returncode=cols["returncode"],
+            signal=(exit_info or {}).get("signal"),
+            killed_by=(exit_info or {}).get("killed_by"),
+        )
+        fault_point("runner:end_recorded")
+        if orphan is not None:
+            self.draining[act.run_id] = (act.watch, orphan)
+        else:
+            act.watch.close()
+        self.active.pop(act.run_id, None)
+        for k in act.slot_keys:
+            if self.busy.get(k) == act.run_id:
+                del self.busy[k]
+
+
+def _tail_lines(path: Path, max_bytes: int = 4096) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
