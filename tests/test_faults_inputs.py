@@ -18,7 +18,8 @@ from runner.campaign.errors import CampaignError
 from runner.campaign.model import load_campaign
 from runner.campaign.numbers import metric_number, parse_number_text
 from runner.cli import main as cli_main
-from runner.closing.deliverables import iter_jsonl, parse_problem
+from runner.closing.deliverables import parse_problem
+from runner.closing.ledger_reads import iter_jsonl
 from runner.ledger import store as L
 from runner.supervision.metric_stream import RegexMetrics, decode_lines
 from runner.supervision.rules import Judge

@@ -38,7 +38,7 @@ def test_pull_help_works_where_torch_cannot_be_imported(argv):
 def test_the_grader_runs_under_the_runs_python_when_the_tool_has_no_torch(monkeypatch, tmp_path):
     import torch
 
-    from runner.closing.deliverables import reload_artifact
+    from runner.closing.artifact_reload import reload_artifact
 
     ckpt = tmp_path / "w.pt"
     torch.save({"model": {"w": torch.zeros(2)}}, ckpt)

@@ -19,7 +19,8 @@ from helpers_runner import kill_processes_under, wait_for
 
 from runner.campaign.model import load_campaign
 from runner.cli import main
-from runner.closing.deliverables import parse_problem, reload_artifacts
+from runner.closing.artifact_reload import reload_artifacts
+from runner.closing.deliverables import parse_problem
 from runner.demo import write_demo
 from runner.ledger import store as ledger
 

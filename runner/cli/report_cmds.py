@@ -15,7 +15,8 @@ from campaign_train.atomic import write_text_atomic
 from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import load_campaign
 from runner.cli import file_arg
-from runner.closing.deliverables import open_ledger, verify_campaign
+from runner.closing.deliverables import verify_campaign
+from runner.closing.ledger_reads import open_ledger
 from runner.closing.manifest import write_output
 from runner.closing.report import build_report
 

@@ -11,7 +11,6 @@ Reads the ledger read-only and the run folders; never imports torch: checkpoints
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -19,21 +18,17 @@ import re
 import sqlite3
 import tempfile
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from campaign_train.formats import sha256_file
 from runner.campaign.json_numbers import as_number
 from runner.campaign.objects import Campaign, Variant
 from runner.campaign.placeholders import expand
-from runner.grading.client import verify_many
+from runner.closing.artifact_reload import RELOAD_TIMEOUT_S, reload_artifacts
+from runner.closing.ledger_reads import iter_jsonl, ledger_for, read_runs
 from runner.grading.interpreter import grader_python
-from runner.grading.result import failed as grading_failed
 from runner.ledger import queries
-from runner.ledger import store as ledger
 from runner.ledger.queries import RunRecord
 from runner.ledger.states import RunState
 
@@ -42,7 +37,6 @@ from runner.ledger.states import RunState
 DEFAULT_EXPECTS = ("predictions.jsonl", "error_analysis.json", "checkpoints/final.pt")
 ARTIFACT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors")
 ARTIFACT_FOLDER_MARKS = {"adapter_config.json", "trainer_state.json", ".metadata", "latest", "config.json"}
-RELOAD_TIMEOUT_S = 300.0
 
 _TEMP_PART = re.compile(r"^(\.?te?mp|tmp[_-]?[a-z0-9_]{6,})$", re.IGNORECASE)
 
@@ -104,81 +98,6 @@ class Verification:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "approved": len(self.distinct_approved), "runs": [c.to_json() for c in self.checks]}
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading the ledger
-
-
-def ledger_path(campaign: Campaign) -> Path:
-    return campaign.state_dir / "ledger.sqlite"
-
-
-def open_ledger(campaign: Campaign) -> sqlite3.Connection | None:
-    """The ledger, read-only; None when the runner never started (nothing recorded yet)."""
-    path = ledger_path(campaign)
-    if not path.exists():
-        return None
-    return ledger.connect(path, readonly=True)
-
-
-@contextmanager
-def ledger_for(campaign: Campaign, conn: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection | None]:
-    """`conn` when the caller has one (left open); otherwise the ledger opened read-only for the
-    block and closed after it (None when the runner never started)."""
-    if conn is not None:
-        yield conn
-        return
-    own = open_ledger(campaign)
-    try:
-        yield own
-    finally:
-        if own is not None:
-            own.close()
-
-
-def read_runs(conn: sqlite3.Connection | None) -> list[RunRecord]:
-    """Every run the ledger holds, in launch order (queued ones last), with its frozen `run.toml`."""
-    if conn is None:
-        return []
-    return [replace(r, frozen=_read_toml(r.run_dir / "run.toml")) for r in queries.run_records(conn)]
-
-
-def final_metric(conn: sqlite3.Connection | None, run: RunRecord, name: str) -> float | None:
-    """The last value of metric `name` the run reported (ledger first, then its metrics.jsonl)."""
-    if conn is not None:
-        known = queries.last_value(conn, run.id, name)
-        if known is not None:
-            return known.value
-    last = None
-    for obj in iter_jsonl(run.run_dir / "metrics.jsonl"):
-        if "event" not in obj and isinstance(obj.get(name), (int, float)) and not isinstance(obj.get(name), bool):
-            last = float(obj[name])
-    return last
-
-
-def iter_jsonl(path: Path):
-    """Complete JSON-object lines of a file; unparsable and partial lines are skipped."""
-    try:
-        with open(path, "rb") as fh:
-            for n, line in enumerate(fh, 1):  # noqa: B007  (n names the failing line below)
-                if not line.endswith(b"\n"):
-                    break
-                try:
-                    obj = json.loads(line)
-                except (ValueError, RecursionError):  # a 100,000-deep `[[[...` line is no record
-                    continue
-                if isinstance(obj, dict):
-                    yield obj
-    except OSError:
-        return
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,72 +376,6 @@ def _shown(campaign: Campaign, path: Path) -> str:
         return str(path.relative_to(campaign.root))
     except ValueError:
         return str(path)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reloading in a new process
-
-_reload_cache: dict[tuple[str, int, int, str, bool], dict[str, Any]] = {}
-
-
-def _cache_key(path: Path, trust: bool) -> tuple[str, int, int, str, bool] | None:
-    """The same bytes graded under the same options: (path, size, mtime, sha256, trust)."""
-    try:
-        st = path.stat()
-        digest = sha256_file(path) if path.is_file() else _folder_digest(path)
-    except OSError:
-        return None
-    return (str(path), st.st_size, st.st_mtime_ns, digest, trust)
-
-
-def _folder_digest(folder: Path) -> str:
-    """A folder artifact's identity: every file's relative path, size and mtime."""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            h.update(f"{p.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()
-
-
-def reload_artifact(
-    path: Path, timeout: float = RELOAD_TIMEOUT_S, python: str | None = None, *, trust_pickled_module: bool = False
-) -> dict[str, Any]:
-    """Load `path` in a fresh interpreter; the `checkpoint --json` keys come back."""
-    return reload_artifacts([path], timeout, python, trust_pickled_module=[trust_pickled_module])[0]
-
-
-def reload_artifacts(
-    paths: list[Path],
-    timeout: float = RELOAD_TIMEOUT_S,
-    python: str | None = None,
-    *,
-    trust_pickled_module: list[bool] | None = None,
-) -> list[dict[str, Any]]:
-    """Grade artifacts in fresh interpreters (`runner.grading.client.verify_many`, the
-    grading the supervisor and `campaign checkpoint` use), one torch import per batch.
-
-    A result is remembered for the same bytes within this process, so a runner refreshing the
-    output folder does not reload an unchanged file again."""
-    trust = trust_pickled_module or [False] * len(paths)
-    results: dict[int, dict[str, Any]] = {}
-    keys: dict[int, tuple] = {}
-    for i, path in enumerate(paths):
-        key = _cache_key(path, trust[i])
-        if key is None:
-            results[i] = grading_failed(str(path), "cannot read: it is gone or unreadable")
-            continue
-        keys[i] = key
-        if key in _reload_cache:
-            results[i] = _reload_cache[key]
-    for flag in (False, True):
-        todo = [i for i in keys if i not in results and trust[i] == flag]
-        answers = verify_many([paths[i] for i in todo], timeout=timeout, trust_pickled_module=flag, python=python)
-        for i, res in zip(todo, answers):
-            results[i] = res
-            if "verifier exited" not in " ".join(res.get("problems") or []):
-                _reload_cache[keys[i]] = res
-    return [results[i] for i in range(len(paths))]
 
 
 def is_finite(value: float | None) -> bool:

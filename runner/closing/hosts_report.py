@@ -21,7 +21,8 @@ from runner.campaign.hosts import host_named, on_host, total_price_usd
 from runner.campaign.model import CAMPAIGN_FILE
 from runner.campaign.objects import Campaign
 from runner.closing.decision import Answer, answer_question
-from runner.closing.deliverables import RunCheck, Verification, final_metric
+from runner.closing.deliverables import RunCheck, Verification
+from runner.closing.ledger_reads import final_metric
 from runner.closing.report import Report, build_report
 from runner.ledger import store as L
 

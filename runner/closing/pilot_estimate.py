@@ -11,7 +11,8 @@ from typing import Any
 
 from runner.campaign.objects import Campaign, Variant
 from runner.campaign.schedule import variant_rank
-from runner.closing.deliverables import RunRecord, read_runs
+from runner.closing.deliverables import RunRecord
+from runner.closing.ledger_reads import read_runs
 from runner.closing.pilot_plan import scheduled_variants
 from runner.ledger import pilot_rows as rows
 from runner.ledger.states import PENDING_STATES, RunState

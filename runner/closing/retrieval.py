@@ -19,8 +19,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from campaign_train.formats import sha256_file
 from runner.campaign.objects import Campaign
-from runner.closing.deliverables import ledger_for, sha256_file
+from runner.closing.ledger_reads import ledger_for
 from runner.ledger import store as L
 from runner.ledger.states import PENDING_STATES
 

@@ -10,124 +10,17 @@ The tables and `connect` are in `runner.ledger.schema`; the reads others make in
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import operator
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from runner.campaign.numbers import INT64_MAX, INT64_MIN, metric_number
 from runner.ledger.schema import RUN_COLUMNS, SCHEMA, SCHEMA_VERSION, connect  # noqa: F401 - the ledger's API
-
-
-def number_text(value: Any) -> tuple[float | None, str | None]:
-    """(REAL column, text column) for a metric value: non-finite floats keep their words; an
-    integer too large for a float is inf (never an OverflowError), a string such as "NaN" its
-    number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return None, None if value is None else str(value)
-    v = metric_number(value)
-    if v is None:
-        return None, str(value)[:200]
-    if math.isfinite(v):
-        return v, None
-    return None, "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-
-
-def text_number(value: float | None, text: str | None) -> float | None:
-    """The inverse of `number_text`: 'nan'/'inf'/'-inf' become floats again."""
-    if value is not None:
-        return value
-    if text in ("nan", "inf", "-inf"):
-        return float(text)
-    return None
-
-
-def _is_num(v: Any) -> TypeGuard[int | float]:
-    return type(v) is float or (type(v) is int and INT64_MIN <= v <= INT64_MAX)
-
-
-def _is_int(v: Any) -> bool:
-    """An integer SQLite can hold: a 400-digit step is no step (it would raise OverflowError)."""
-    return type(v) is int and INT64_MIN <= v <= INT64_MAX
-
-
-def _is_metric(v: Any) -> bool:
-    """What the loss column takes: numbers (huge integers as inf) and "NaN"/"inf" words."""
-    return (type(v) in (int, float)) or (type(v) is str and metric_number(v) is not None)
-
-
-def _safe(v: Any) -> Any:
-    """A value SQLite can bind, whatever a run's files said: integers beyond 64 bits become NULL
-    rather than raise OverflowError, lists and tables their JSON text."""
-    if v is None or type(v) in (float, str, bytes):
-        return v
-    if isinstance(v, str):  # a StrEnum member (RunState): its text, as the readers compare it
-        return str(v)
-    if type(v) is bool:
-        return int(v)
-    if type(v) is int:
-        return v if INT64_MIN <= v <= INT64_MAX else None
-    try:
-        return json.dumps(v, default=str)[:2000]
-    except (ValueError, RecursionError):
-        return None
-
-
-_NOT_NONE = functools.partial(operator.is_not, None)
-
-
-def _count_sum(rows: list[dict], name: str) -> int:
-    """The sum of a count column (`truncated`, `samples`); lines without it, or with a value that
-    is not a finite number SQLite can hold, add nothing."""
-    values = list(filter(_NOT_NONE, map(operator.methodcaller("get", name), rows)))
-    try:
-        total = sum(values)  # C speed; a string raises, a NaN or inf shows in the total
-        if type(total) is int and INT64_MIN <= total <= INT64_MAX:
-            return total
-        if type(total) is float and math.isfinite(total) and abs(total) < INT64_MAX:
-            return int(total)
-    except TypeError:
-        pass
-    total = sum(int(v) for v in values if _is_num(v) and math.isfinite(v))
-    return max(INT64_MIN, min(INT64_MAX, total))
-
-
-def _fold_last(rows: list[dict]) -> dict[str, tuple[Any, int | None, float | None]]:
-    """name -> (last numeric value, step and t of the line it came from). Lines usually carry the
-    same names, so `dict.update` does the work and only names missing from the last line are
-    looked up backwards."""
-    if not rows:
-        return {}
-    merged: dict[str, Any] = {}
-    for r in rows:
-        merged.update(r)
-    out: dict[str, tuple[Any, int | None, float | None]] = {}
-    final = rows[-1]
-    missing = set()
-    for name, value in merged.items():
-        if name in ("t", "step"):
-            continue
-        if name in final:
-            out[name] = (value, final.get("step"), final.get("t"))
-        else:
-            missing.add(name)
-    for r in reversed(rows):
-        if not missing:
-            break
-        for name in missing & r.keys():
-            out[name] = (r[name], r.get("step"), r.get("t"))
-        missing -= r.keys()
-    return {
-        k: (v, s if _is_int(s) else None, t if _is_num(t) and math.isfinite(t) else None)
-        for k, (v, s, t) in out.items()
-        if _is_metric(v)
-    }
+from runner.ledger.values import bindable, count_sum, fold_last, is_int, is_num, number_text, text_number
 
 
 def _check_columns(cols: dict[str, Any]) -> None:
@@ -208,7 +101,7 @@ class Ledger:
         with self.transaction(durable=durable) as c:
             if cols:
                 sets = ", ".join(f"{k} = ?" for k in cols)
-                c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(_safe, cols.values()), run_id])
+                c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(bindable, cols.values()), run_id])
             ev = _insert_event(c, t, run_id, kind, data)
         self.announce(ev)
         return ev
@@ -225,7 +118,7 @@ class Ledger:
         with self.transaction() as c:
             c.execute(
                 f"INSERT INTO runs({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [_safe(row[k]) for k in cols],
+                [bindable(row[k]) for k in cols],
             )
             c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (row["id"],))
         self._touched(row["id"])
@@ -236,7 +129,7 @@ class Ledger:
             return
         sets = ", ".join(f"{k} = ?" for k in cols)
         with self.transaction(durable=durable) as c:
-            c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(_safe, cols.values()), run_id])
+            c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(bindable, cols.values()), run_id])
         self._touched(run_id)
 
     def run(self, run_id: str) -> dict | None:
@@ -251,12 +144,12 @@ class Ledger:
         progress counters, step rate). `bad_lines`/`restarts` are the reader's running totals."""
         rows = [r for r in records if "event" not in r]
         n = len(rows)
-        last = _fold_last(rows)
-        truncated = _count_sum(rows, "truncated")
-        samples = _count_sum(rows, "samples")
-        first_t = next((float(r["t"]) for r in rows if _is_num(r.get("t")) and math.isfinite(r["t"])), None)
-        last_t = next((float(r["t"]) for r in reversed(rows) if _is_num(r.get("t")) and math.isfinite(r["t"])), None)
-        steps = [r for r in (rows[0], rows[-1]) if _is_int(r.get("step"))] if rows else []
+        last = fold_last(rows)
+        truncated = count_sum(rows, "truncated")
+        samples = count_sum(rows, "samples")
+        first_t = next((float(r["t"]) for r in rows if is_num(r.get("t")) and math.isfinite(r["t"])), None)
+        last_t = next((float(r["t"]) for r in reversed(rows) if is_num(r.get("t")) and math.isfinite(r["t"])), None)
+        steps = [r for r in (rows[0], rows[-1]) if is_int(r.get("step"))] if rows else []
         first_step, last_step = (steps[0]["step"], steps[-1]["step"]) if steps else (None, None)
         with self.transaction() as c:
             for name, (value, step, t) in last.items():
@@ -308,7 +201,7 @@ class Ledger:
         """Insert or update a checkpoint row; True when the row is new."""
         allowed = ("step", "t", "bytes", "verified", "grade", "holds", "problems", "write_seconds", "verify_seconds")
         vals = {
-            k: (json.dumps(v, default=str) if k in ("holds", "problems") and v is not None else _safe(v))
+            k: (json.dumps(v, default=str) if k in ("holds", "problems") and v is not None else bindable(v))
             for k, v in fields.items()
             if k in allowed
         }
