@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from console.series import SeriesStore
-from runner.supervision.metric_stream import MetricStream, line_parser
+from runner.supervision.line_parsers import line_parser
+from runner.supervision.metric_stream import MetricStream
 
 READ_CAP_BYTES = 32 * 1024 * 1024
 

@@ -21,7 +21,8 @@ from runner.cli import main as cli_main
 from runner.closing.deliverables import parse_problem
 from runner.closing.ledger_reads import iter_jsonl
 from runner.ledger import store as L
-from runner.supervision.metric_stream import RegexMetrics, decode_lines
+from runner.supervision.line_parsers import RegexMetrics
+from runner.supervision.metric_stream import decode_lines
 from runner.supervision.rules import Judge
 
 pytestmark = pytest.mark.faults

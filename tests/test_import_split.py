@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH_ALLOWED = (
     "campaign_train.checkpoint",
     "campaign_train.data",  # the resumable loader (a DataLoader)
+    "campaign_train.rng",  # random-number states as tensors
+    "campaign_train.snapshot",  # the host copy of a checkpoint's tensors
     "runner.grading.checkpoint_grade",
     # the graders by format (the child `checkpoint_grade` runs); `client` and `result` stay torch-free
     "runner.grading.dicts",

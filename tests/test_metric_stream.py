@@ -4,7 +4,8 @@ import json
 import math
 import os
 
-from runner.supervision.metric_stream import MetricStream, RegexMetrics, decode_lines, decode_lines_stdlib
+from runner.supervision.line_parsers import RegexMetrics
+from runner.supervision.metric_stream import MetricStream, decode_lines, decode_lines_stdlib
 
 
 def append(path, data: bytes):

@@ -19,7 +19,8 @@ from runner.campaign.errors import CampaignError
 from runner.campaign.model import parse_campaign
 from runner.campaign.numbers import metric_number, parse_number_text
 from runner.ledger import store as L
-from runner.supervision.metric_stream import RegexMetrics, decode_lines
+from runner.supervision.line_parsers import RegexMetrics
+from runner.supervision.metric_stream import decode_lines
 from runner.supervision.rules import Judge
 from tests.fuzz_inputs import campaign_text, metric_line, regex_line
 

@@ -44,7 +44,7 @@ def test_a_data_position_that_never_moved_is_named_not_graded_full(tmp_path):
 def test_hf_trainer_log_lines_4x_and_5x_quoted_values_counted_steps():
     """Regression: HF 5.x quotes its values and prints no step; a regex written for 4.x matched
     every line and parsed nothing, silently."""
-    from runner.supervision.metric_stream import HfLogMetrics, RegexMetrics, line_parser
+    from runner.supervision.line_parsers import HfLogMetrics, RegexMetrics, line_parser
 
     hf = line_parser(None, "hf")
     assert isinstance(hf, HfLogMetrics)

@@ -18,7 +18,8 @@ from typing import Any
 from campaign_train.atomic import read_json
 from runner.ledger.states import RunState
 from runner.ledger.store import Ledger
-from runner.supervision.metric_stream import MetricStream, line_parser
+from runner.supervision.line_parsers import line_parser
+from runner.supervision.metric_stream import MetricStream
 
 GLOB_SCAN_SECONDS = 2.0
 

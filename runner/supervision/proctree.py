@@ -64,6 +64,18 @@ def process_of(pid: int | None, create_time: float | None) -> psutil.Process | N
         return None
 
 
+def catches_signal(pid: int, sig: int) -> bool | None:
+    """Whether process `pid` has a handler for `sig` (Linux /proc SigCgt); None when unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def set_child_subreaper() -> bool:
     """Make orphaned descendants reparent to this process (Linux only); True when it took."""
     try:

@@ -20,113 +20,22 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
-import psutil
-
 from campaign_train.atomic import fsync_dir, read_json, write_json_atomic
-from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
 from runner.campaign.faultpoints import fault_point
-from runner.campaign.placeholders import expand_opt
-from runner.campaign.statedir import paths_for
-from runner.import_paths import training_env
 from runner.supervision import proctree
 from runner.supervision.checkpoints import CheckpointWatcher
-from runner.supervision.metric_stream import FileWatch, MetricStream, line_parser
+from runner.supervision.exit_record import OUTPUT_LOG, fail_before_start, last_output_line
+from runner.supervision.launch_spec import LaunchSpec
+from runner.supervision.metric_stream import FileWatch, MetricStream
 from runner.supervision.rules import Judge, Verdict
+from runner.supervision.run_tree import RunTree
+from runner.supervision.stdout_metrics import StdoutMetrics
 
 METRICS_FILE = "metrics.jsonl"
-TREE_SECONDS = 1.0  # how often the run's process list (tree.json) is brought up to date
-OUTPUT_LOG = "output.log"
-EMPTY_MATCH_WARNING = 3  # lines a metrics regex/format matched without a number before it says so
-DEFAULT_GRACE = 30.0
 POLL_FAST, POLL_SLOW = 0.005, 0.1  # fallback poll (no inotify): fast while lines flow
-
-
-class LaunchSpec:
-    """What to run: the frozen run.toml and this attempt's launch.json, checked."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        toml_path = run_dir / "run.toml"
-        try:
-            self.config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CampaignError("the run folder has no run.toml", file=toml_path) from None
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise CampaignError(f"cannot read: {exc}", file=toml_path) from None
-        launch_path = run_dir / "launch.json"
-        launch = read_json(launch_path)
-        if not isinstance(launch, dict):
-            raise CampaignError("missing or not a JSON object", file=launch_path)
-        run = self.config.get("run", {})
-        self.variant_tbl = self.config.get("variant", {})
-        self.run_id = str(run.get("id") or run_dir.name)
-        self.variant = str(run.get("variant") or self.variant_tbl.get("name") or "")
-        self.attempt = int(launch.get("attempt", 1))
-        argv = launch.get("argv") or self.variant_tbl.get("command")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise CampaignError("expected a non-empty list of strings", file=launch_path, field="argv")
-        self.argv = argv
-        self.grace = float(launch.get("grace_seconds", DEFAULT_GRACE))
-        self.resume_from = launch.get("resume_from")
-        self.launch_env = {str(k): str(v) for k, v in (launch.get("env") or {}).items()}
-        self.root = self._campaign_root(run)
-        self.rules = self.config.get("rule", [])
-        self.regex = line_parser(self.variant_tbl.get("metrics_regex"), self.variant_tbl.get("metrics_format"))
-        self.checkpoint_glob = expand_opt(self.variant_tbl.get("checkpoint_glob"), self.run_id)
-        self.trust_pickled_module = bool(self.variant_tbl.get("trust_pickled_module", False))
-        every = self.variant_tbl.get("checkpoint_every")
-        try:
-            self.checkpoint_every = parse_duration(every) if isinstance(every, str) else every
-        except ValueError as exc:
-            raise CampaignError(str(exc), file=toml_path, field="variant.checkpoint_every") from None
-        # the judge is built here so a bad rule fails before anything starts
-        Judge(self.rules, variant=self.variant or None, source=toml_path)
-
-    def _campaign_root(self, run: dict) -> Path:
-        for key in ("root", "campaign_root", "campaign_dir", "campaign"):
-            value = run.get(key)
-            if isinstance(value, str) and os.path.isabs(value) and os.path.isdir(value):
-                return Path(value)
-        return self.run_dir.parent.parent  # <campaign>/runs/<id>/
-
-    def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({str(k): str(v) for k, v in (self.variant_tbl.get("env") or {}).items()})
-        env.update({str(k): str(v) for k, v in (self.config.get("env") or {}).items()})
-        env.update(self.launch_env)
-        env.update(
-            {
-                "CAMPAIGN_RUN_ID": self.run_id,
-                "CAMPAIGN_RUN_DIR": str(self.run_dir),
-                "CAMPAIGN_DIR": str(self.root),
-                "CAMPAIGN_ATTEMPT": str(self.attempt),
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        env.setdefault("CUDA_VISIBLE_DEVICES", "")
-        if self.checkpoint_every:
-            env["CAMPAIGN_CHECKPOINT_EVERY"] = f"{float(self.checkpoint_every):g}"
-        if self.resume_from:
-            env["CAMPAIGN_RESUME_FROM"] = str(self.resume_from)
-        else:
-            env.pop("CAMPAIGN_RESUME_FROM", None)
-        return training_env(env, paths_for(self.root).dir)
-
-
-def catches_signal(pid: int, sig: int) -> bool | None:
-    """Whether process `pid` has a handler for `sig` (Linux /proc SigCgt); None when unknown."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 class Supervisor:
@@ -138,23 +47,15 @@ class Supervisor:
         self.child_ident: proctree.Identity | None = None
         self.killed_by: str | None = None
         self.verdict: Verdict | None = None
-        self.term_at: float | None = None
-        self.kill_at: float | None = None
-        self.kill_deadline: float | None = None
-        self.tree: dict[int, psutil.Process] = {}
-        self._tree_at = 0.0
         self._odd_seen: set[str] = set()
-        self._tree_seen: frozenset = frozenset()
         self.terms_received = 0
         self.terms_for_stop = 0  # the SIGTERMs that started the stop (abort, down): not a hurry
         self.usr1_pending = 0
         self.usr1_waiting_logged = False
         self.sigchld = 0
-        self.pipe_buf = b""
-        self.stdout_fd: int | None = None
+        self.stdout: StdoutMetrics | None = None  # runs that follow stdout (metrics_regex)
         self.log = open(self.run_dir / OUTPUT_LOG, "ab", buffering=0)
-        self.regex_lines = 0  # metric lines parsed from stdout by metrics_regex
-        self.empty_warned = False
+        self.run_tree = RunTree(self.run_dir, spec.attempt, spec.grace, lambda: self.checkpoints.pids(), self._log_line)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.last_data = 0.0
 
@@ -202,9 +103,10 @@ class Supervisor:
         )
         self.child_ident = proctree.identity_of(child.pid)
         if self.spec.regex and child.stdout is not None:
-            self.stdout_fd = child.stdout.fileno()
-            os.set_blocking(self.stdout_fd, False)
-            self.sel.register(self.stdout_fd, selectors.EVENT_READ, "stdout")
+            fd = child.stdout.fileno()
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ, "stdout")
+            self.stdout = StdoutMetrics(fd, self.spec.regex, self.log, self.sel, self._log_line, self._judge)
         me = proctree.identity_of(os.getpid())
         write_json_atomic(
             self.run_dir / "supervisor.json",
@@ -262,7 +164,8 @@ class Supervisor:
                 self.watch.drain()
             self._read_metrics()
         elif what == "stdout":
-            self._read_stdout()
+            if self.stdout is not None:
+                self.stdout.read()
         elif what == "signal":
             try:
                 while os.read(self._sig_r, 512):
@@ -279,8 +182,8 @@ class Supervisor:
         deadline = self.judge.next_deadline()
         if deadline is not None:
             t.append(deadline - now + 0.001)
-        if self.kill_deadline is not None:
-            t.append(self.kill_deadline - time.monotonic())
+        if self.run_tree.kill_deadline is not None:
+            t.append(self.run_tree.kill_deadline - time.monotonic())
         if self.watch is None:
             t.append(POLL_FAST if time.monotonic() - self.last_data < 1.0 else POLL_SLOW)
         return max(0.0, min(t))
@@ -292,46 +195,19 @@ class Supervisor:
                 self._on_verdict(v)
         self.checkpoints.maybe_scan()
         self.checkpoints.check_timeout()
-        self._record_tree()
-        if self.kill_deadline is not None and self.kill_at is None and time.monotonic() >= self.kill_deadline:
-            self._kill_now()
+        if self.child is not None:
+            self.run_tree.record()
+        if self.run_tree.kill_due():
+            self.run_tree.kill_now(self.proc.pid)
         if self.sigchld:
             self.sigchld = 0
             self._reap_orphans()
-
-    def _record_tree(self) -> None:
-        """`tree.json`: the run's processes (pid, start time) as last seen, at most once a second.
-        Should this supervisor be lost, the runner stops every one still alive — setsid'd
-        grandchildren too, and those of a training process already dead of the broken pipe
-        (metrics_regex) — not only the training process's own group."""
-        now = time.monotonic()
-        if now - self._tree_at < TREE_SECONDS or self.child is None:
-            return
-        self._tree_at = now
-        seen = []
-        for p in proctree.descendants(os.getpid(), self.checkpoints.pids()):
-            try:
-                seen.append((p.pid, p.create_time()))
-            except psutil.Error:
-                continue
-        key = frozenset(seen)
-        if key == self._tree_seen:
-            return
-        self._tree_seen = key
-        try:
-            write_json_atomic(
-                self.run_dir / "tree.json",
-                {"attempt": self.spec.attempt, "at": time.time(), "processes": sorted(seen)},
-                durable=False,
-            )
-        except OSError:
-            pass  # a full disk: the last list stands
 
     def _handle_signals(self) -> None:
         if self.usr1_pending and self.child is not None and self.child.poll() is None:
             # SIGUSR1's default action ends a process: a request that arrives while the training
             # process is still importing (no handler yet) waits until it catches the signal
-            if catches_signal(self.child.pid, signal.SIGUSR1) is not False:
+            if proctree.catches_signal(self.child.pid, signal.SIGUSR1) is not False:
                 self.usr1_pending = 0
                 try:
                     os.kill(self.child.pid, signal.SIGUSR1)  # the training process only
@@ -392,48 +268,6 @@ class Supervisor:
             self._odd_seen.add(what)
             self._log_line(f"--- skipped a metric line that could not be used ({what}): {str(rec)[:200]}")
 
-    def _read_stdout(self) -> None:
-        fd = self.stdout_fd
-        if fd is None:
-            return
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        if not data:
-            self.sel.unregister(fd)
-            self.stdout_fd = None
-            if self.pipe_buf:
-                self._parse_stdout(self.pipe_buf + b"\n")
-                self.pipe_buf = b""
-            return
-        self.log.write(data)
-        buf = self.pipe_buf + data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            self.pipe_buf = buf[-1_000_000:]
-            return
-        self.pipe_buf = buf[cut + 1 :]
-        self._parse_stdout(buf[: cut + 1])
-
-    def _parse_stdout(self, block: bytes) -> None:
-        if self.spec.regex is None:
-            return
-        parser = self.spec.regex
-        records, _ = parser.parse_block(block)
-        self.regex_lines += len(records)
-        if parser.matched_empty >= EMPTY_MATCH_WARNING and not self.regex_lines and not self.empty_warned:
-            self.empty_warned = True  # said once: a regex that matches yet parses nothing follows nothing
-            self._log_line(
-                f"--- warning: metrics_regex matched {parser.matched_empty} lines but parsed no number from "
-                'them (check its named groups; HF Trainer lines: use metrics_format = "hf")'
-            )
-        if records:
-            now = time.time()
-            for r in records:
-                r.setdefault("t", now)
-            self._judge(records)
-
     def _checkpoint_verified(self, at: float) -> None:
         self.judge.checkpoint_verified(at)
 
@@ -461,43 +295,10 @@ class Supervisor:
     def _begin_stop(self, by: str) -> None:
         """SIGTERM the group (and any descendant that left it), then SIGKILL after the grace."""
         self.killed_by = by
-        pgid = self.proc.pid
-        self.term_at = time.time()
-        proctree.signal_group(pgid, signal.SIGTERM)
-        self.kill_deadline = time.monotonic() + self.spec.grace
-        for p in proctree.descendants(os.getpid(), self.checkpoints.pids()):
-            self.tree.setdefault(p.pid, p)
-            try:
-                if os.getpgid(p.pid) != pgid:
-                    p.send_signal(signal.SIGTERM)
-            except (OSError, psutil.Error):
-                pass
-
-    def _kill_now(self) -> None:
-        self.kill_at = time.time()
-        proctree.signal_group(self.proc.pid, signal.SIGKILL)
-        for p in proctree.descendants(os.getpid(), self.checkpoints.pids()):
-            self.tree.setdefault(p.pid, p)
-        proctree.signal_each([p for p in self.tree.values() if not proctree.gone(p)], signal.SIGKILL)
-        self._log_line(f"--- grace of {self.spec.grace:g} s over: SIGKILL to what was left")
+        self.run_tree.begin_stop(self.proc.pid)
 
     def _reap_orphans(self) -> None:
-        """Collect zombies reparented to us (we are their subreaper); never our own children's."""
-        keep = set(self.checkpoints.pids())
-        if self.child is not None:
-            keep.add(self.child.pid)
-        try:
-            kids = psutil.Process().children()
-        except psutil.Error:
-            return
-        for p in kids:
-            if p.pid in keep:
-                continue
-            try:
-                if p.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(p.pid, os.WNOHANG)
-            except (psutil.Error, ChildProcessError, OSError):
-                pass
+        self.run_tree.reap_orphans(self.child.pid if self.child is not None else None)
 
     # -- the end -------------------------------------------------------------------------------
     def _finish(self) -> int:
@@ -505,35 +306,12 @@ class Supervisor:
         ended_at = time.time()
         # lines written just before the exit still count (a final NaN is still a broken rule)
         self._read_metrics()
-        if self.stdout_fd is not None:
-            self._drain_stdout(0.2)
-        left = proctree.descendants(os.getpid(), self.checkpoints.pids())
-        tree_alive = [p for p in left if not proctree.gone(p)]
-        if tree_alive:
-            grace = (
-                0.0
-                if self.kill_at
-                else (
-                    max(0.0, self.kill_deadline - time.monotonic()) if self.kill_deadline else min(self.spec.grace, 5.0)
-                )
-            )
-            self._log_line(f"--- {len(tree_alive)} process(es) of the run outlived it: stopping them")
-            res = proctree.stop_tree(
-                os.getpid(),
-                self.proc.pid,
-                grace,
-                exclude=self.checkpoints.pids(),
-                tracked=list(self.tree.values()) + tree_alive,
-                reap=self._reap_orphans,
-            )
-            if res.kill_at and not self.kill_at:
-                self.kill_at = res.kill_at
-            if res.survivors:
-                self._log_line(f"--- could not stop: {res.survivors}")
-        self._reap_orphans()
+        if self.stdout is not None:
+            self.stdout.drain(0.2)
+        self.run_tree.stop_leftovers(self.proc.pid)
         gone_at = time.time()
-        if self.stdout_fd is not None:
-            self._drain_stdout(1.0)
+        if self.stdout is not None:
+            self.stdout.drain(1.0)
         self.checkpoints.scan_now(final=True)
         self._read_metrics()
         self.checkpoints.wait_all(self._dispatch)
@@ -546,12 +324,12 @@ class Supervisor:
             "ended_at": ended_at,
             "pid": self.proc.pid,
             "killed_by": self.killed_by,
-            "term_at": self.term_at,
-            "kill_at": self.kill_at,
+            "term_at": self.run_tree.term_at,
+            "kill_at": self.run_tree.kill_at,
             "tree_gone_at": gone_at,
             "verdict": self.verdict is not None,
             # regex-followed runs: the lines metrics_regex parsed from stdout count too
-            "metric_lines": self.stream.lines + (self.regex_lines if self.spec.regex is not None else 0),
+            "metric_lines": self.stream.lines + (self.stdout.lines if self.stdout is not None else 0),
             "garbage_lines": self.stream.garbage,
             "restarts": self.stream.restarts,
             "checkpoints_verified": self.checkpoints.verified_count,
@@ -568,56 +346,11 @@ class Supervisor:
         fault_point("supervisor:after_exit_json")
         return 0
 
-    def _drain_stdout(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while self.stdout_fd is not None and time.monotonic() < deadline:
-            if not any(k.data == "stdout" for k, _ in self.sel.select(0.05)):
-                continue
-            self._read_stdout()
-
     def _log_line(self, text: str) -> None:
         try:
             self.log.write((text + "\n").encode("utf-8", "replace"))
         except OSError:
             pass
-
-
-def fail_before_start(run_dir: Path, attempt: int, message: str, returncode: int) -> None:
-    """The command could not start: say why in output.log and write exit.json so the run reads
-    as failed instead of 'supervisor lost'."""
-    try:
-        with open(run_dir / OUTPUT_LOG, "ab") as f:
-            f.write(f"--- supervisor could not start the run: {message}\n".encode())
-        write_json_atomic(
-            run_dir / "exit.json",
-            {
-                "attempt": attempt,
-                "returncode": returncode,
-                "signal": None,
-                "ended_at": time.time(),
-                "pid": None,
-                "killed_by": None,
-                "error": message,
-            },
-        )
-    except OSError:
-        pass
-
-
-def last_output_line(log: Path, tail_bytes: int = 8192) -> str | None:
-    """The run's last line of output (a traceback's last line names the error), the
-    supervisor's own `---` lines left out; for a failed run's reason."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        text = line.strip()
-        if text and not text.startswith("--- "):
-            return text[:300]
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,14 +19,11 @@ next `maybe_save`.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import random
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +32,8 @@ import torch
 
 from campaign_train import metrics
 from campaign_train.atomic import fsync_dir
-from campaign_train.atomic import write_json_atomic as _write_json_atomic
-from campaign_train.data import ResumableLoader
+from campaign_train.checkpoint_files import latest_checkpoint, list_checkpoints, read_verify_record, write_json_atomic
+from campaign_train.data import ResumableSampler, resumable_loader
 from campaign_train.formats import (
     CHECKPOINT_DIR,
     FINAL_NAME,
@@ -45,250 +42,34 @@ from campaign_train.formats import (
     sidecar_path,
     verify_record_paths,
 )
+from campaign_train.rng import rng_state, set_rng_state
+from campaign_train.snapshot import _room_for_copy, snapshot
+
+# the names users' scripts import from here (kept when their code moved to sibling modules)
+__all__ = [
+    "DEFAULT_EVERY_S",
+    "MAX_PENDING_VERIFY",
+    "SIGTERM_EXIT_CODE",
+    "VERIFY_ENV",
+    "Checkpointer",
+    "Restored",
+    "ResumableSampler",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "read_verify_record",
+    "resumable_loader",
+    "rng_state",
+    "set_rng_state",
+    "snapshot",
+    "verify_record_paths",
+    "write_json_atomic",
+]
 
 DEFAULT_EVERY_S = 1800.0
 # checkpoints kept while they wait for the supervisor's grading (verification lagging saving)
 MAX_PENDING_VERIFY = 16
 VERIFY_ENV = "CAMPAIGN_VERIFY"  # "supervisor": the runner's supervisor grades every checkpoint saved
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
-
-
-# ---------------------------------------------------------------------------------------------
-# Names and atomic files
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """A sidecar, atomically (campaign_train.atomic: temp file, fsync, rename, fsync the folder)."""
-    _write_json_atomic(path, obj)
-
-
-def read_verify_record(ckpt: Path) -> dict | None:
-    for p in verify_record_paths(ckpt):
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def list_checkpoints(directory: Path) -> list[tuple[int, Path]]:
-    """(step, path) of every `ckpt-<step>.pt` in `directory`, oldest first."""
-    out = []
-    for p in directory.glob("ckpt-*.pt"):
-        try:
-            out.append((int(p.stem.split("-", 1)[1]), p))
-        except ValueError:
-            continue
-    return sorted(out)
-
-
-def latest_checkpoint(directory: Path) -> Path | None:
-    """The newest complete checkpoint (sidecar present, size matching) not verified as bad."""
-    for _step, p in reversed(list_checkpoints(directory)):
-        try:
-            meta = json.loads(sidecar_path(p).read_text(encoding="utf-8"))
-            if meta.get("bytes") != p.stat().st_size:
-                continue
-        except (OSError, ValueError):
-            continue
-        record = read_verify_record(p)
-        if record is not None and record.get("verified") is False:
-            continue
-        return p
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Random-number states as tensors and plain values (weights_only-safe)
-
-
-def rng_state() -> dict[str, Any]:
-    version, internal, gauss = random.getstate()
-    state: dict[str, Any] = {
-        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
-        "torch": torch.get_rng_state(),
-    }
-    np = sys.modules.get("numpy")
-    if np is not None:
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
-        state["numpy"] = {
-            "kind": str(kind),
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = list(torch.cuda.get_rng_state_all())
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    py = state["python"]
-    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss"]))
-    torch.set_rng_state(state["torch"])
-    if "numpy" in state:
-        import numpy as np
-
-        n = state["numpy"]
-        np.random.set_state(
-            (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
-        )
-    if "cuda" in state and torch.cuda.is_available():
-        if len(state["cuda"]) != torch.cuda.device_count():
-            raise RuntimeError(
-                f"checkpoint holds CUDA RNG states for {len(state['cuda'])} devices, "
-                f"this process sees {torch.cuda.device_count()}"
-            )
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Data position
-
-
-class ResumableSampler(torch.utils.data.Sampler):
-    """A (shuffled) sampler that resumes mid-epoch at the exact next sample.
-
-    Each epoch's order is a permutation drawn from its own generator (seed, epoch), so it does not
-    depend on the global RNG. The position counts what the loop *consumed* (`advance`), not what
-    the DataLoader prefetched, so it is right with worker processes too. An epoch ends when every
-    sample was consumed (use `drop_last=False`).
-    """
-
-    def __init__(self, n: int, *, shuffle: bool = True, seed: int = 0) -> None:
-        self.n = int(n)
-        self.shuffle = shuffle
-        self.seed = int(seed)
-        self.epoch = 0
-        self.consumed = 0
-        self.tracked_by_loader = False  # set by ResumableLoader, which counts batches itself
-
-    def order(self, epoch: int) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.n))
-        g = torch.Generator()
-        g.manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(self.n, generator=g).tolist()
-
-    def __iter__(self) -> Iterator[int]:
-        yield from self.order(self.epoch)[self.consumed :]
-
-    def __len__(self) -> int:
-        return self.n
-
-    def advance(self, k: int) -> None:
-        """The loop consumed `k` more samples (call once per batch with its size), for a sampler in
-        a DataLoader of your own. Under `resumable_loader` the loader counts: this does nothing."""
-        if not self.tracked_by_loader:
-            self._consume(k)
-
-    def _consume(self, k: int) -> None:
-        self.consumed += int(k)
-        if self.consumed >= self.n:
-            self.epoch += 1
-            self.consumed = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "ResumableSampler",
-            "epoch": self.epoch,
-            "consumed": self.consumed,
-            "n": self.n,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("n", "seed", "shuffle"):
-            if state.get(key) != getattr(self, key):
-                raise ValueError(
-                    f"data position was saved for {key}={state.get(key)!r}, "
-                    f"this sampler has {getattr(self, key)!r}: the corpus or seed changed"
-                )
-        self.epoch = int(state["epoch"])
-        self.consumed = int(state["consumed"])
-
-
-def resumable_loader(
-    dataset: Any, batch_size: int, *, seed: int = 0, shuffle: bool = True, **kwargs: Any
-) -> torch.utils.data.DataLoader:
-    """A DataLoader over a `ResumableSampler` (`loader.sampler`) that records its position as
-    batches are consumed (`campaign_train.data.ResumableLoader`) and leaves the global RNG alone.
-
-    A plain DataLoader draws its worker seed from the global torch RNG each time an epoch starts;
-    after a mid-epoch resume that draw would happen at a different point and shift every later
-    random number. Its own generator keeps the global stream identical to an uninterrupted run.
-    """
-    sampler = ResumableSampler(len(dataset), shuffle=shuffle, seed=seed)
-    gen = torch.Generator()
-    gen.manual_seed(seed)
-    return ResumableLoader(dataset, batch_size=batch_size, sampler=sampler, generator=gen, drop_last=False, **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
-# A consistent copy of the state, so serialisation can leave the training thread
-
-
-def _tensor_bytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
-
-
-def _room_for_copy(state: dict[str, Any]) -> bool:
-    """A second host copy must fit with room to spare; otherwise serialise in the loop (slower)."""
-    try:
-        import psutil
-
-        return _tensor_bytes(state) * 1.5 < psutil.virtual_memory().available
-    except Exception:
-        return False
-
-
-def snapshot(obj: Any, _memo: dict | None = None) -> Any:
-    """A deep copy whose tensors are detached CPU copies (GPU tensors are copied to the host).
-
-    Containers keep their type and attributes (a module state dict's `_metadata`); tensors that
-    were the same view of the same memory stay one tensor in the copy (tied weights stay tied).
-    """
-    memo: dict = {} if _memo is None else _memo
-    if isinstance(obj, torch.Tensor):
-        key = (
-            (
-                obj.untyped_storage().data_ptr(),
-                obj.storage_offset(),
-                tuple(obj.shape),
-                obj.stride(),
-                obj.dtype,
-                str(obj.device),
-            )
-            if obj.numel()
-            else None
-        )
-        if key is not None and key in memo:
-            return memo[key]
-        out = obj.detach().to("cpu", copy=True)
-        if key is not None:
-            memo[key] = out
-        return out
-    if isinstance(obj, dict):
-        copied = type(obj)()
-        for k, v in obj.items():
-            copied[k] = snapshot(v, memo)
-        attrs = getattr(obj, "__dict__", None)
-        if attrs:
-            copied.__dict__.update({k: snapshot(v, memo) for k, v in attrs.items()})
-        return copied
-    if isinstance(obj, list):
-        return [snapshot(v, memo) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(snapshot(v, memo) for v in obj)
-    return obj
 
 
 # ---------------------------------------------------------------------------------------------
