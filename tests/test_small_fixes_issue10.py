@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from runner.daemon.watcher import derive_end
+from runner.supervision.exit_record import last_output_line
 from runner.supervision.rules import _at_step
-from runner.supervision.supervisor import last_output_line
 
 
 def test_a_failed_run_names_its_last_output_line_not_only_the_exit_code(tmp_path):
