@@ -4,6 +4,7 @@ verification records, resumed attempts, and runs that cannot start."""
 import importlib.util
 import json
 import math
+import os
 import sys
 
 import pytest
@@ -200,3 +201,26 @@ def test_non_finite_value_round_trips_through_verdict_json(run):
     run.write([PY, "inf.py"], [{"kind": "nonfinite"}])
     run.run()
     assert run.json("verdict.json")["value"] == -math.inf
+
+
+def test_a_verify_record_speaks_only_for_the_version_it_graded(tmp_path):
+    """A script that rewrites its checkpoint in place can save a new version while the old one is
+    being graded: the record, written after the new save, must not pass for the new version."""
+    import json as _json
+
+    from runner.supervision.checkpoints import _graded_already, write_verify_record
+
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"version 250")
+    st = ckpt.stat()
+    old_sig = (st.st_size, st.st_mtime_ns)
+    ckpt.write_bytes(b"version 500")  # the in-place save lands while 250 is being graded
+    os.utime(ckpt, ns=(st.st_mtime_ns + 1_000, st.st_mtime_ns + 1_000))
+    new_st = ckpt.stat()
+    new_sig = (new_st.st_size, new_st.st_mtime_ns)
+    record = write_verify_record(ckpt, 250, {"verified": True, "grade": "weights"}, [], 2.5, 0.0, source=old_sig)
+    record_path = ckpt.with_name("ckpt.verify.json")
+    assert _json.loads(record_path.read_text())["source_signature"] == list(old_sig) == record["source_signature"]
+    assert record_path.stat().st_mtime_ns >= new_sig[1]  # written after the new save: mtime alone would lie
+    assert _graded_already(record_path, old_sig) is True
+    assert _graded_already(record_path, new_sig) is False

@@ -11,6 +11,7 @@ verifier never takes memory from the training process. The result lands beside t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import selectors
@@ -52,8 +53,12 @@ def write_verify_record(
     seconds: float,
     at: float,
     kept: str | None = None,
+    source: tuple[int, int] | None = None,
 ) -> dict:
-    """`<name>.verify.json` beside the checkpoint: what the runner ingests into the ledger."""
+    """`<name>.verify.json` beside the checkpoint: what the runner ingests into the ledger.
+
+    `source` is the (size, mtime_ns) of the version graded: a file the script rewrites in place
+    may change again while it is graded, and only this says which version the record speaks for."""
     record = {
         "path": str(path),
         "step": step,
@@ -65,6 +70,8 @@ def write_verify_record(
         "verify_seconds": round(seconds, 3),
         "at": at,
     }
+    if source is not None:
+        record["source_signature"] = list(source)
     write_json_atomic(verify_path_for(path), record)
     return record
 
@@ -110,6 +117,25 @@ def grade_now(
         time.monotonic() - t0,
         time.time(),
     )
+
+
+def _graded_already(record_path: Path, sig: tuple[int, int]) -> bool:
+    """Does the verify record beside a glob match speak for this version of it?
+
+    By the version's signature when the record names one. A record written after the file's
+    mtime is not proof: a script that rewrites its checkpoint in place can save a new version
+    while the old one is still being graded, and that new version would never be graded."""
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        return False
+    source = record.get("source_signature") if isinstance(record, dict) else None
+    if isinstance(source, list) and len(source) == 2:
+        return tuple(source) == tuple(sig)
+    try:  # a record from before signatures were kept
+        return record_path.stat().st_mtime_ns >= sig[1]
+    except OSError:
+        return False
 
 
 class _Job:
@@ -197,9 +223,8 @@ class CheckpointWatcher:
                 self.pending_sizes[key] = sig  # changed since the last scan: wait
                 continue
             self.pending_sizes.pop(key, None)
-            done = verify_path_for(path)
-            if done.exists() and done.stat().st_mtime_ns >= sig[1]:
-                self.seen.add((key, *sig))  # graded by an earlier attempt
+            if _graded_already(verify_path_for(path), sig):
+                self.seen.add((key, *sig))  # this very version was graded by an earlier attempt
                 continue
             ready.append((step_of(path), sig[1], path))
         # oldest step first, so the kept copy ends on the newest (name order puts 100 before 20)
@@ -315,7 +340,14 @@ class CheckpointWatcher:
         if job.copy_problem:
             problems = problems + [job.copy_problem]
         write_verify_record(
-            job.path, step, result, problems, time.monotonic() - job.started if job.started else 0.0, now, kept=kept
+            job.path,
+            step,
+            result,
+            problems,
+            time.monotonic() - job.started if job.started else 0.0,
+            now,
+            kept=kept,
+            source=job.sig,
         )
         if verified:
             self.verified_count += 1
