@@ -1,5 +1,5 @@
 """The split between the two sides holds by test: the runner never loads Textual, the console
-never loads torch (DEVELOPERS.md / INTERNALS.md). Modules are discovered, so new ones are covered."""
+never loads torch (docs/INTERNALS.md). Modules are discovered, so new ones are covered."""
 
 from __future__ import annotations
 
