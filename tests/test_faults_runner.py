@@ -385,11 +385,13 @@ def test_concurrent_up_says_started_once(camp):
 # #10: a lost supervisor's setsid'd grandchildren, with metrics_regex
 
 
-def test_a_lost_supervisors_setsid_grandchild_is_stopped_even_after_its_parent_died_of_the_pipe(camp):
+def test_a_lost_supervisors_setsid_grandchild_is_stopped_even_after_its_parent_died_of_the_pipe(camp, monkeypatch):
     """With metrics_regex the training process writes into the supervisor's pipe: once the
     supervisor is SIGKILLed it dies of the broken pipe, and its setsid'd grandchild (a data
     worker in a session of its own) used to survive, unjudged. Now the runner stops every process
-    of the supervisor's last process list still alive."""
+    of the supervisor's last process list still alive. This is the tracking of hosts without
+    usable cgroups (tests/test_cgroup_tracking.py covers the cgroup one)."""
+    monkeypatch.setenv("CAMPAIGN_PROCESS_TRACKING", "subreaper")
     spawner = script(
         camp,
         "spawner.py",
@@ -433,6 +435,7 @@ def test_a_lost_supervisors_setsid_grandchild_is_stopped_even_after_its_parent_d
     wait_for(lambda: run_of(status(c), "a")["state"] == "failed", timeout=60, what="the lost supervisor noticed")
     wait_for(lambda: not grandchild.is_running() or _zombie(pid), timeout=30, what="the grandchild stopped")
     assert "cgroups are not used" in status(c)["runner"]["process_tracking"]  # the gap, said
+    assert "double-forks after the supervisor is lost escapes" in status(c)["runner"]["process_tracking"]
     with ledger_ro(c) as conn:
         assert check_recorded(conn, rid) == 0
 

@@ -206,9 +206,17 @@ class RunManager(RunRequests, Recovery):
                 pass
         if resume_from:
             env["CAMPAIGN_RESUME_FROM"] = resume_from
+        cgroup = self._run_cgroup(run["id"], attempt)
         write_json_atomic(
             run_dir / "launch.json",
-            {"attempt": attempt, "argv": argv, "env": env, "grace_seconds": self.grace, "resume_from": resume_from},
+            {
+                "attempt": attempt,
+                "argv": argv,
+                "env": env,
+                "grace_seconds": self.grace,
+                "resume_from": resume_from,
+                "cgroup": cgroup,  # the supervisor moves itself in before starting the command
+            },
         )
         proc_env = dict(os.environ)
         proc_env.update(env)
@@ -269,6 +277,16 @@ class RunManager(RunRequests, Recovery):
         for k in keys:
             self.busy[k] = run["id"]
         self._record_launch(act)
+
+    def _run_cgroup(self, run_id: str, attempt: int) -> str | None:
+        """The attempt's own cgroup, created now; None (tracked by the process list only, said in
+        runner.log) when the host has no usable cgroups or this one cannot be made."""
+        try:
+            path = self.tracking.prepare(run_id, attempt)
+        except OSError as exc:
+            containment.log(f"{run_id}: {exc}; its processes are tracked by the supervisor's process list only")
+            return None
+        return str(path) if path is not None else None
 
     def _record_launch(self, act: Active) -> None:
         assert act.unrecorded is not None

@@ -20,7 +20,7 @@ from runner.daemon.status import frozen_config
 from runner.daemon.watcher import RunWatch
 from runner.ledger import queries
 from runner.ledger.store import Ledger
-from runner.supervision import proctree
+from runner.supervision import cgroups, proctree
 
 GRACE_ENV = "CAMPAIGN_GRACE_SECONDS"
 DEFAULT_GRACE_SECONDS = 30.0
@@ -60,7 +60,13 @@ class ManagerBase:
     """What every part of the run manager reads: the campaign, the ledger, the slots, the live runs."""
 
     def __init__(
-        self, campaign: Campaign, ledger: Ledger, slots: SlotPlan, *, grace_seconds: float | None = None
+        self,
+        campaign: Campaign,
+        ledger: Ledger,
+        slots: SlotPlan,
+        *,
+        grace_seconds: float | None = None,
+        tracking: cgroups.Tracking | None = None,
     ) -> None:
         self.campaign = campaign
         self.ledger = ledger
@@ -77,6 +83,9 @@ class ManagerBase:
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
         self.faults = containment.Recorder(ledger.event)
         self.draining: dict[str, tuple[RunWatch, threading.Thread]] = {}  # ended, an orphan being stopped
+        # each run's processes in a cgroup of their own where the host allows it (the runner detects)
+        self.tracking = tracking or cgroups.Tracking(cgroups.Mode.NONE, reason="not detected")
+        self.cgroups_stopping: set[str] = set()  # run cgroups a thread is emptying
 
     # -- helpers -------------------------------------------------------------------------------
     def _variant_table(self, run: dict) -> dict:

@@ -49,7 +49,8 @@ class Recovery(RunEnding):
                 self._finish(act)
                 self.ledger.event("lost" if state == RunState.FAILED else "ended_while_down", run["id"], state=state)
                 ended.append(run["id"])
-        return {"adopted": adopted, "ended": ended}
+        swept = self.sweep_cgroups()
+        return {"adopted": adopted, "ended": ended, "cgroups_swept": swept}
 
     def repair_missing_ends(self) -> list[str]:
         """A run whose row says it ended but whose history stops at its launch (a ledger written

@@ -16,7 +16,7 @@ from runner.campaign.faultpoints import fault_point
 from runner.daemon import containment
 from runner.daemon.manager_state import Active, ManagerBase
 from runner.ledger.states import RunState
-from runner.supervision import proctree
+from runner.supervision import cgroups, proctree
 
 
 class RunEnding(ManagerBase):
@@ -32,6 +32,10 @@ class RunEnding(ManagerBase):
         sup = read_json(run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return None
+        cgroup = sup.get("cgroup")
+        if isinstance(cgroup, str) and self.tracking.active and Path(cgroup).is_dir():
+            # every process the run forked is in its cgroup, whatever it did with sessions
+            return self.stop_cgroup(Path(cgroup), self.grace) if cgroups.members(Path(cgroup)) else None
         tracked = []
         tree = read_json(run_dir / "tree.json")
         if isinstance(tree, dict) and tree.get("attempt") == attempt and isinstance(tree.get("processes"), list):
@@ -57,6 +61,47 @@ class RunEnding(ManagerBase):
         thread = threading.Thread(target=target, args=args, kwargs=kwargs, name=f"stop-orphan-{attempt}", daemon=True)
         thread.start()
         return thread
+
+    def stop_cgroup(self, path: Path, grace: float) -> threading.Thread:
+        """Empty and remove a run's cgroup off the event loop (the grace is the script's to save)."""
+
+        def stop() -> None:
+            try:
+                res = cgroups.stop_group(path, grace)
+                if res.survivors or not res.removed:
+                    containment.log(f"the cgroup {path} could not be emptied and removed: {res.survivors} left")
+            except Exception as exc:
+                containment.log(f"emptying the cgroup {path} failed: {exc!r}")
+            finally:
+                self.cgroups_stopping.discard(str(path))
+
+        self.cgroups_stopping.add(str(path))
+        thread = threading.Thread(target=stop, name=f"stop-cgroup-{path.name}", daemon=True)
+        thread.start()
+        return thread
+
+    def release_cgroup(self, run_id: str, attempt: int) -> None:
+        """A run's attempt is over: what is left in its cgroup (nothing, normally) is killed, and the
+        cgroup removed."""
+        path = self.tracking.path_for(run_id, attempt)
+        if path is None or not path.is_dir() or str(path) in self.cgroups_stopping:
+            return
+        if cgroups.members(path):
+            self.stop_cgroup(path, 0.0)
+        elif not cgroups.remove(path, tries=3):
+            self.stop_cgroup(path, 0.0)  # the kernel still holds it a moment: a thread retries
+
+    def sweep_cgroups(self) -> list[str]:
+        """At start: run cgroups a previous runner left (a crash) that no live run owns are emptied
+        and removed; those of re-adopted runs are kept."""
+        keep = [p for a in self.active.values() if (p := self.tracking.path_for(a.run_id, a.attempt)) is not None]
+        swept = []
+        for path in self.tracking.leftovers(keep):
+            if str(path) in self.cgroups_stopping:
+                continue
+            swept.append(f"{path.name} ({len(cgroups.members(path))} processes)")
+            self.stop_cgroup(path, self.grace if cgroups.members(path) else 0.0)
+        return swept
 
     def _drain(self) -> None:
         """Metric lines an orphan writes while it is being stopped still count: its watch stays
@@ -95,6 +140,8 @@ class RunEnding(ManagerBase):
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
         orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt) if exit_info is None else None
+        if orphan is None:
+            self.release_cgroup(act.run_id, act.attempt)
         if orphan is not None:
             # the supervisor is gone without exit.json (lost, or killed after its verdict)
             reason = (reason or "") + "; its training process was still running unjudged and was stopped"

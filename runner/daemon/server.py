@@ -35,17 +35,13 @@ from runner.daemon.nvml import Nvml
 from runner.daemon.runview import RunView
 from runner.daemon.slots import plan_slots
 from runner.ledger import store as L
+from runner.supervision import cgroups
 
 TICK_ACTIVE, TICK_IDLE = 0.25, 0.5
 STATUS_PUSH_SECONDS = 1.0
 # ledger events after which the output folder (manifest, RELOAD.md, artifacts) is brought up to date
 OUTPUT_EVENTS = frozenset(
     {"finished", "failed", "stopped", "aborted", "refused", "lost", "ended_while_down", "decision"}
-)
-# what finds a run's processes when its supervisor is lost, and what can escape (status says so)
-PROCESS_TRACKING = (
-    "subreaper + the supervisor's process list (tree.json, once a second); cgroups are not used: "
-    "a process a lost supervisor's run started in its last second can escape"
 )
 
 
@@ -58,7 +54,9 @@ class Daemon(ClientRequests):
         self.ledger = L.Ledger(paths.ledger)
         self.nvml = Nvml.shared()
         self.slots = plan_slots(campaign, gpu_count=self.nvml.device_count(), nvml_error=self.nvml.error)
-        self.manager = RunManager(campaign, self.ledger, self.slots)
+        # what finds a run's processes when its supervisor is lost, and what can escape (status says)
+        self.tracking = cgroups.detect(campaign.root)
+        self.manager = RunManager(campaign, self.ledger, self.slots, tracking=self.tracking)
         self.started_at = time.time()
         # each subscriber -> the view's seq it has been sent up to (it gets only what changed since)
         self.subscribers: dict[asyncio.StreamWriter, int] = {}
@@ -81,7 +79,7 @@ class Daemon(ClientRequests):
             "version": __version__,
             "slots_note": self.slots.note,
             **self.leaving.info(),
-            "process_tracking": PROCESS_TRACKING,
+            "process_tracking": self.tracking.describe(),
         }
 
     def slots_info(self) -> dict:
@@ -170,10 +168,13 @@ class Daemon(ClientRequests):
             "runner_start", pid=os.getpid(), version=__version__, slots=self.slots.total, slots_note=self.slots.note
         )
         log(f"started for {self.campaign.root}: {self.slots.note}")
+        log(f"process tracking: {self.tracking.describe()}")
         self._freeze_plan()
         result = self.manager.rebuild()
         if result["adopted"] or result["ended"]:
             log(f"re-adopted {result['adopted']}; ended while down: {result['ended']}")
+        if result.get("cgroups_swept"):
+            log(f"cgroups a previous runner left, emptied and removed: {result['cgroups_swept']}")
         queued = self.manager.queue_initial()
         if queued:
             log(f"queued from the plan: {queued}")
@@ -194,6 +195,7 @@ class Daemon(ClientRequests):
         for w in list(self.subscribers):
             w.close()
         self._unlink_socket()
+        self.tracking.remove_root()  # only when no run is left in it
         self.ledger.close()
         log("stopped" + (f"; runs going on: {sorted(self.manager.active)}" if self.manager.active else ""))
         return 0

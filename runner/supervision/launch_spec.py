@@ -49,6 +49,8 @@ class LaunchSpec:
         self.argv = argv
         self.grace = float(launch.get("grace_seconds", DEFAULT_GRACE))
         self.resume_from = launch.get("resume_from")
+        cgroup = launch.get("cgroup")
+        self.cgroup = Path(cgroup) if isinstance(cgroup, str) and os.path.isabs(cgroup) else None
         self.launch_env = {str(k): str(v) for k, v in (launch.get("env") or {}).items()}
         self.root = self._campaign_root(run)
         self.rules = self.config.get("rule", [])

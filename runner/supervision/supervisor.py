@@ -25,7 +25,7 @@ from pathlib import Path
 from campaign_train.atomic import fsync_dir, read_json, write_json_atomic
 from runner.campaign.errors import CampaignError
 from runner.campaign.faultpoints import fault_point
-from runner.supervision import proctree
+from runner.supervision import cgroups, proctree
 from runner.supervision.checkpoints import CheckpointWatcher
 from runner.supervision.exit_record import OUTPUT_LOG, fail_before_start, last_output_line
 from runner.supervision.launch_spec import LaunchSpec
@@ -69,6 +69,7 @@ class Supervisor:
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
         proctree.set_child_subreaper()
+        self.cgroup = self._join_cgroup()
         self._install_signals()
         start_offset = self.metrics_path.stat().st_size if self.metrics_path.exists() else 0
         self.stream = MetricStream(self.metrics_path, start_offset=start_offset)
@@ -116,10 +117,23 @@ class Supervisor:
                 "child_pid": child.pid,
                 "child_create_time": self.child_ident.create_time if self.child_ident else None,
                 "pgid": child.pid,
+                "cgroup": str(self.cgroup) if self.cgroup is not None else None,
                 "attempt": self.spec.attempt,
                 "started_at": self.started_at,
             },
         )
+
+    def _join_cgroup(self) -> Path | None:
+        """Into the attempt's cgroup before anything is started: every process the run forks is
+        born there, and the runner finds them all should this supervisor be lost."""
+        if self.spec.cgroup is None:
+            return None
+        try:
+            cgroups.join(self.spec.cgroup)
+        except OSError as exc:
+            self._log_line(f"--- {exc}: the run's processes are tracked by this supervisor's process list only")
+            return None
+        return self.spec.cgroup
 
     def _install_signals(self) -> None:
         rfd, wfd = os.pipe()
