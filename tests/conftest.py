@@ -28,6 +28,18 @@ def _stop_runners(folders, tmp_path) -> None:
         except Exception:
             pass  # already down: the kill below still cleans up
     kill_processes_under(tmp_path)
+    _remove_cgroups(folders)
+
+
+def _remove_cgroups(folders) -> None:
+    """The runs' cgroups a killed runner could not remove (the host's cgroup file system is shared)."""
+    from runner.supervision import cgroups
+
+    for root in folders:
+        for campaign_dir in cgroups.campaign_cgroups(root):
+            for run_dir in [p for p in campaign_dir.iterdir() if p.is_dir()]:
+                cgroups.stop_group(run_dir, 0.0, kill_timeout=3.0)
+            cgroups.remove(campaign_dir, tries=3)
 
 
 @pytest.fixture

@@ -205,6 +205,16 @@ def detect(campaign_root: Path, env: Mapping[str, str] | None = None, cgroup_roo
     return Tracking(Mode.NONE, reason="; ".join(reasons) or f"no cgroup of the kind {ENV}={choice} asks for")
 
 
+def campaign_cgroups(campaign_root: Path, cgroup_root: Path = CGROUP_ROOT) -> list[Path]:
+    """The campaign's cgroup in each hierarchy where one exists (clean-up after a killed runner)."""
+    try:
+        proc_cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return []
+    name = campaign_cgroup_name(campaign_root)
+    return [base / name for _, base, _ in _candidates(proc_cgroup, cgroup_root) if base and (base / name).is_dir()]
+
+
 def _explain(exc: OSError) -> str:
     if exc.errno == errno.EROFS:
         return "the cgroup file system is read-only (a container?)"
