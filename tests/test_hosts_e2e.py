@@ -168,6 +168,8 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     assert any("across GPU types" in w for w in report["gpu_warnings"])
     assert {r["host"] for r in report["planned_vs_actual"]} == {"a", "b"}
     assert any(r["host"] == "b" and r["variant"] == "planted" for r in report["rejected"])
+    md = (pulled / "deliverables" / "REPORT.md").read_text(encoding="utf-8")  # as on one host
+    assert md.startswith("# Closing report:") and "a comparison across GPU types" in md
 
     assert cli_main(["down", str(LOCAL)]) == 0
     for name in ("a", "b"):

@@ -163,11 +163,20 @@ def cmd_pull(campaign: Campaign, ns: argparse.Namespace) -> int:
 
 
 def cmd_report(campaign: Campaign, ns: argparse.Namespace) -> int:
+    """The report across the pulled hosts; like the single-host one it also leaves REPORT.md in the
+    output folder (here DEST's, DEST being where `campaign pull FILE DEST` put the hosts)."""
+    from campaign_train.atomic import write_text_atomic
+    from runner.campaign.json_numbers import json_ready
     from runner.closing.hosts_report import build_hosts_report
 
     report = build_hosts_report(campaign)
+    markdown = report.to_markdown()
+    campaign.output_path.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(campaign.output_path / "REPORT.md", markdown)
     if getattr(ns, "json", False):
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(json_ready(report.to_json()), indent=2, allow_nan=False))
+    elif getattr(ns, "markdown", False):
+        print(markdown)
     else:
         sys.stdout.write(report.to_text())
     return 0

@@ -61,7 +61,7 @@ def cmd_report(ns: argparse.Namespace) -> int:
     markdown = report.to_markdown()
     write_text_atomic(campaign.output_path / "REPORT.md", markdown)
     if ns.json:
-        print(json.dumps(json_ready(report.to_json()), indent=2, allow_nan=False))
+        print(json.dumps(json_ready(report.to_json(raw=True)), indent=2, allow_nan=False))
     elif ns.markdown:
         print(markdown)
     else:

@@ -31,8 +31,10 @@ class Comparison:
     gain: float | None  # in the better direction: positive means better than the control
     meets: bool
 
-    def to_json(self) -> dict[str, Any]:
-        return {k: nonfinite_as_text(v) for k, v in asdict(self).items()}
+    def to_json(self, *, raw: bool = False) -> dict[str, Any]:
+        """`raw`: non-finite values stay floats (the CLI writes them as null + `<key>_nonfinite`)."""
+        row = asdict(self)
+        return row if raw else {k: nonfinite_as_text(v) for k, v in row.items()}
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.campaign.budget import UNDEFINED, cost_per_approved, format_usd
+from runner.campaign.host_plan import placement
 from runner.campaign.hosts import host_named, on_host, total_price_usd
 from runner.campaign.model import CAMPAIGN_FILE
 from runner.campaign.objects import Campaign
 from runner.closing.decision import Answer, answer_question
 from runner.closing.deliverables import RunCheck, Verification
 from runner.closing.ledger_reads import final_metric
-from runner.closing.report import Report, build_report
+from runner.closing.planned_actual import when_utc
+from runner.closing.report import Report, _comparison_row, _md_table, _pva_row, build_report
 from runner.ledger import store as L
 
 
@@ -61,11 +64,18 @@ class HostsReport:
                 return self.host_of_run.get(id(check))
         return None
 
+    @property
+    def usd_per_approved(self) -> float | None:
+        """The rental share per approved deliverable, as on one host: every bundle over the
+        approved count (other spending stays on its own lines); None when nothing is approved."""
+        return cost_per_approved(self.committed_usd, self.approved)
+
     def to_json(self) -> dict[str, Any]:
-        total = round(self.committed_usd + self.other_spend_usd, 2)
+        """`report --json` across hosts. Non-finite numbers stay floats: the CLI writes them as
+        null + `<key>_nonfinite` (`json_ready`)."""
         comparisons = []
         for c in self.answer.comparisons:
-            row = c.to_json()
+            row = c.to_json(raw=True)
             row["host"] = self._host(c.run)
             row["control_host"] = self._host(self.answer.control_run or "")
             comparisons.append(row)
@@ -75,7 +85,7 @@ class HostsReport:
             "committed_usd": self.committed_usd,
             "other_spend_usd": self.other_spend_usd,
             "approved": self.approved,
-            "usd_per_approved": round(total / self.approved, 2) if self.approved else None,
+            "usd_per_approved": self.usd_per_approved,
             "rejected": [{**r, "host": h} for h, rep in self.reports.items() for r in rep.rejected],
             "planned_vs_actual": [{**r, "host": h} for h, rep in self.reports.items() for r in rep.planned_vs_actual],
             "comparisons": comparisons,
@@ -113,7 +123,7 @@ class HostsReport:
         lines.append(
             f"Bundles {data['committed_usd']:.2f} USD + other spending {data['other_spend_usd']:.2f} USD; "
             f"{data['approved']} approved deliverable(s)"
-            + (f", {per:.2f} USD each" if per is not None else ", none approved")
+            + (f", rental share {per:.2f} USD each" if per is not None else ", none approved (share undefined)")
         )
         lines.append("Planned vs actual (per host):")
         for r in data["planned_vs_actual"]:
@@ -126,6 +136,111 @@ class HostsReport:
             lines.append(f"  rejected {r['host']}/{r['run']}: {r['reason']}")
         return "\n".join(lines) + "\n"
 
+    # -- Markdown (REPORT.md), in the single-host report's style ----------------------------------
+    def to_markdown(self) -> str:
+        c = self.campaign
+        out = [f"# Closing report: {c.name} ({len(c.hosts)} hosts)", "", f"**Question:** {c.question}", ""]
+        out += ["## Conclusion", "", self.answer.conclusion, ""]
+        for flag in self.gpu_flags:  # each comparison across GPU types, said before the numbers
+            out += [f"> **Warning:** {flag}", ""]
+        d = c.decision
+        if self.answer.comparisons and d is not None:
+            control_host = self._host(self.answer.control_run or "")
+            out.append(
+                f"Decision rule, fixed before the trial: {d.metric}, "
+                f"{'higher' if d.higher_is_better else 'lower'} is better, minimum gain {d.min_gain:g} "
+                f"over the control `{d.control}` (run `{self.answer.control_run}` on host `{control_host}`)."
+            )
+            out.append("")
+            rows = []
+            for comp in self.answer.comparisons:
+                row = _comparison_row(comp, code=True)
+                rows.append([row[0], f"`{self._host(comp.run)}`", *row[1:]])
+            out += _md_table(["variant", "host", "run", "value", "control", "gain", "meets"], rows)
+            out.append("")
+        out += ["## Hosts", ""]
+        host_rows = []
+        for h in c.hosts:
+            b, rep = h.bundle, self.reports.get(h.name)
+            got = str(len(rep.verification.distinct_approved)) if rep else f"not in this report: {self.missing[h.name]}"
+            host_rows.append(
+                [
+                    f"`{h.name}`",
+                    f"{b.provider} {b.gpu} x{b.gpus}, {b.days} days",
+                    format_usd(b.price_usd),
+                    when_utc(b.started_at.timestamp()),
+                    when_utc(b.expires_at.timestamp()),
+                    got,
+                ]
+            )
+        out += _md_table(["host", "bundle", "price", "opened", "expires", "approved"], host_rows)
+        out += ["", "## Budget", ""]
+        out += _md_table(["", "amount"], [[label, value] for label, value in self.budget_lines()])
+        out += ["", "## Rejected and stopped runs", ""]
+        rejected = [(h, r) for h, rep in self.reports.items() for r in rep.rejected]
+        if rejected:
+            out += [f"- `{h}/{r['run']}` ({r['state']}): {r['reason']}" for h, r in rejected]
+        else:
+            out.append("None.")
+        out += [
+            f"- `{h}/{r['run']}`: approved, {r['reason']}" for h, rep in self.reports.items() for r in rep.not_counted
+        ]
+        out += ["", "## Planned against actual", ""]
+        for name, rep in self.reports.items():
+            out += [f"### Host `{name}`", ""]
+            if not rep.plan_is_frozen:
+                out += ["_Its runner never froze a plan: planned hours come from today's campaign file._", ""]
+            out += _md_table(
+                ["item", "planned h", "actual h", "difference", "explanation"],
+                [_pva_row(r) for r in rep.planned_vs_actual],
+            )
+            out.append("")
+        if not self.reports:
+            out += ["No host was pulled.", ""]
+        out += ["## Decisions", ""]
+        decided = [f"- host `{h}`: {line}" for h, rep in self.reports.items() for line in rep.decision_lines()]
+        out += decided or ["None recorded."]
+        out += [
+            "",
+            f"_Generated {when_utc(self.generated_at)} from the copies `campaign pull` brought back; every "
+            "approved run's final artifact was reloaded in a new process._",
+            "",
+        ]
+        return "\n".join(out)
+
+    def budget_lines(self) -> list[tuple[str, str]]:
+        """The single-host budget's rows, with one rental line per host and their sum."""
+        rows = []
+        for h in self.campaign.hosts:
+            b = h.bundle
+            source = "catalog" if b.price_from_catalog else "campaign file (price_usd)"
+            rows.append(
+                (
+                    f"committed rental, host {h.name} ({b.provider} {b.gpu}, {b.days} days, {source})",
+                    format_usd(b.price_usd),
+                )
+            )
+        rows.append((f"committed rental, {len(self.campaign.hosts)} hosts", format_usd(self.committed_usd)))
+        rows += [(f"other spending: {s.what}", format_usd(s.usd)) for s in self.campaign.spend]
+        if not self.campaign.spend:
+            rows.append(("other spending", "none recorded"))
+        rows.append(("approved deliverables (every host)", str(self.approved)))
+        if self.approved:
+            rows.append(("rental share per approved deliverable", format_usd(self.usd_per_approved)))
+        else:
+            causes = (
+                "; ".join(f"{h}/{r['run']}: {r['reason']}" for h, rep in self.reports.items() for r in rep.rejected)
+                or "no run was recorded"
+            )
+            rows.append(
+                (
+                    "rental share per approved deliverable",
+                    f"{UNDEFINED} (nothing approved; the rental still cost {format_usd(self.committed_usd)})",
+                )
+            )
+            rows.append(("why nothing was approved", causes))
+        return rows
+
 
 def build_hosts_report(campaign: Campaign, root: Path | None = None, now: float | None = None) -> HostsReport:
     """The report across hosts from the pulled copies under `root` (default: the campaign folder)."""
@@ -136,6 +251,7 @@ def build_hosts_report(campaign: Campaign, root: Path | None = None, now: float 
     conns: dict[int, sqlite3.Connection] = {}
     host_of_run: dict[int, str] = {}
     opened: list[sqlite3.Connection] = []
+    where = placement(campaign)
     try:
         for h in campaign.hosts:
             path = host_ledger(root, h.name)
@@ -146,6 +262,7 @@ def build_hosts_report(campaign: Campaign, root: Path | None = None, now: float 
             conn = L.connect(path, readonly=True)
             opened.append(conn)
             rep = build_report(view, conn, now=now)
+            rep.planned_vs_actual = [r for r in rep.planned_vs_actual if not _elsewhere(r, h.name, where)]
             reports[h.name] = rep
             for check in rep.verification.checks:
                 conns[id(check)] = conn
@@ -166,6 +283,11 @@ def build_hosts_report(campaign: Campaign, root: Path | None = None, now: float 
     if missing and answer.outcome != "none":
         report.gpu_flags.append(f"hosts not pulled, their runs not judged: {', '.join(missing)}")
     return report
+
+
+def _elsewhere(row: dict[str, Any], host: str, where: dict[str, str]) -> bool:
+    """A planned variant this host never ran because it is placed on another host: not its row."""
+    return row.get("kind") == "variant" and where.get(row["name"], host) != host and row.get("actual_hours") is None
 
 
 def _gpu_flags(report: HostsReport) -> list[str]:

@@ -56,41 +56,40 @@ class Report:
         return self.budget.approved
 
     # -- JSON ---------------------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
-        """The documented `report --json` keys first, then the detail behind them."""
+    def to_json(self, *, raw: bool = False) -> dict[str, Any]:
+        """The documented `report --json` keys first, then the detail behind them. Non-finite
+        numbers read "nan"/"inf"/"-inf" (the console's form) unless `raw`: then they stay floats,
+        for `json_ready` to write as null + `<key>_nonfinite` (what scripts read)."""
         b = self.budget.to_json()
-        return nonfinite_as_text(
-            {
-                "conclusion": self.answer.conclusion,
-                "outcome": self.answer.outcome,
-                "committed_usd": b["committed_usd"],
-                "other_spend_usd": b["other_spend_usd"],
-                "approved": self.approved,
-                "usd_per_approved": b["usd_per_approved"],
-                "rejected": [
-                    {"run": r["run"], "reason": r["reason"], "variant": r["variant"], "state": r["state"]}
-                    for r in self.rejected
-                ],
-                "planned_vs_actual": self.planned_vs_actual,
-                "comparisons": [c.to_json() for c in self.answer.comparisons],
-                "campaign": self.campaign.name,
-                "question": self.campaign.question,
-                "generated_at": self.generated_at,
-                "plan": b["plan"],
-                "price_source": b["price_source"],
-                "other_spend": b["other_spend"],
-                "approved_runs": [
-                    {"run": c.run.id, "variant": c.run.variant} for c in self.verification.distinct_approved
-                ],
-                "not_counted": self.not_counted,
-                "pending": self.pending,
-                "decisions": [{k: d[k] for k in ("t", "who", "choice", "variants", "note")} for d in self.decisions],
-                "plan_frozen": self.plan_is_frozen,
-                "committed_hours": self.plan.get("committed_hours"),
-                "window_hours": self.plan.get("window_hours"),
-                "verify_ok": self.verification.ok,
-            }
-        )
+        data = {
+            "conclusion": self.answer.conclusion,
+            "outcome": self.answer.outcome,
+            "committed_usd": b["committed_usd"],
+            "other_spend_usd": b["other_spend_usd"],
+            "approved": self.approved,
+            "usd_per_approved": b["usd_per_approved"],
+            "rejected": [
+                {"run": r["run"], "reason": r["reason"], "variant": r["variant"], "state": r["state"]}
+                for r in self.rejected
+            ],
+            "planned_vs_actual": self.planned_vs_actual,
+            "comparisons": [c.to_json(raw=True) for c in self.answer.comparisons],
+            "campaign": self.campaign.name,
+            "question": self.campaign.question,
+            "generated_at": self.generated_at,
+            "plan": b["plan"],
+            "price_source": b["price_source"],
+            "other_spend": b["other_spend"],
+            "approved_runs": [{"run": c.run.id, "variant": c.run.variant} for c in self.verification.distinct_approved],
+            "not_counted": self.not_counted,
+            "pending": self.pending,
+            "decisions": [{k: d[k] for k in ("t", "who", "choice", "variants", "note")} for d in self.decisions],
+            "plan_frozen": self.plan_is_frozen,
+            "committed_hours": self.plan.get("committed_hours"),
+            "window_hours": self.plan.get("window_hours"),
+            "verify_ok": self.verification.ok,
+        }
+        return data if raw else nonfinite_as_text(data)
 
     # -- text ---------------------------------------------------------------------------------
     def to_text(self, width: int = 80) -> str:
