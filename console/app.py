@@ -69,6 +69,7 @@ class CampaignConsole(App):
         self.main_screen: MainScreen | None = None
         self._ticking = False
         self._states: dict[str, str] = {}
+        self._metrics_warned: set[str] = set()  # runs whose regex-follows-nothing warning was toasted
         self.actions: list[tuple[str, dict]] = []  # what was asked of the runner, in order
         self.user_keymap: dict = dict(keymap or {})  # binding id -> keys, as the palette shows them
         if keymap:
@@ -173,6 +174,9 @@ class CampaignConsole(App):
         """A toast when a run stops, fails or finishes (the table keeps the reason)."""
         for r in rows:
             rid, state = str(r.get("id")), str(r.get("state"))
+            if r.get("metrics_warning") and rid not in self._metrics_warned:
+                self._metrics_warned.add(rid)
+                self.notify(f"{rid}: {r['metrics_warning']}", severity="warning", timeout=15)
             before = self._states.get(rid)
             self._states[rid] = state
             if before is None or before == state or not self.last_seen:

@@ -33,6 +33,8 @@ def config_table(detail: dict) -> Table:
     )
     if run.get("stop_reason"):
         t.add_row("stopped", Text(str(run.get("stop_reason")), style="bold red"))
+    if run.get("metrics_warning"):
+        t.add_row("warning", Text(str(run["metrics_warning"]), style="bold yellow"))
     for key in ("category", "checkpoint_every", "gpus", "base_revision"):
         if variant.get(key) is not None:
             t.add_row(key, str(variant[key]))

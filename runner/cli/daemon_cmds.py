@@ -259,6 +259,8 @@ def render_status(snap: dict) -> str:
                 f"{run['id']:<24} {run['state']:<9} {_fmt_num(run.get('step')):>8} "
                 f"{_fmt_num(run.get('loss')):>9} {ck:>10} {nxt:>8}  {run.get('stop_reason') or ''}"
             )
+            if run.get("metrics_warning"):  # the regex/format follows nothing
+                lines.append(f"  warning: {run['metrics_warning']}")
             if (run.get("verify_waiting") or 0) > 1:  # verification falling behind saving
                 lines.append(
                     f"  {run['verify_waiting']} checkpoints wait for verification, the oldest for "

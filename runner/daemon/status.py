@@ -35,6 +35,7 @@ from runner.daemon.status_types import (
 )
 from runner.ledger import store as L
 from runner.ledger.states import RunState
+from runner.supervision.line_parsers import empty_match_warning
 
 _frozen_cache: dict[str, tuple[float, dict]] = {}
 
@@ -165,6 +166,7 @@ def run_row(
     elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if (running or ending) and started else 0.0)
     planned = run.get("planned_hours")
     expected = max(planned or 0.0, elapsed / 3600.0) if planned is not None else None
+    empty = prog.get("matched_no_numbers") or 0
     problem = None
     if latest and latest.get("problems"):
         problem = "; ".join(map(str, latest["problems"]))
@@ -198,6 +200,8 @@ def run_row(
         bad_lines=prog.get("bad_lines") or 0,
         step_rate=fin(prog.get("step_rate")),
         rules=rule_states(rules, run, metrics, prog, ckpts, now),
+        matched_no_numbers=empty,
+        metrics_warning=empty_match_warning(empty, prog.get("lines") or 0, fv.get("metrics_format")) if empty else None,
     )
 
 

@@ -63,6 +63,10 @@ class RunRow(msgspec.Struct):
     bad_lines: int
     step_rate: Num
     rules: list[RuleState]
+    # stdout lines the variant's metrics_regex/metrics_format matched without giving a number,
+    # and the warning in words once they outnumber the lines parsed (None: nothing to say)
+    matched_no_numbers: int = 0
+    metrics_warning: str | None = None
 
 
 class CampaignInfo(msgspec.Struct):

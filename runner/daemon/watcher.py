@@ -79,6 +79,7 @@ class RunWatch:
         # scripts with a metrics_regex (or metrics_format) print to stdout: the supervisor keeps that in output.log
         source = self.run_dir / ("output.log" if regex else "metrics.jsonl")
         self.stream = MetricStream(source, regex=regex, start_offset=offset)
+        self._empty_recorded = 0  # the parser's matched_empty already added to the ledger
         self.checkpoint_glob = checkpoint_glob
         self._ckpt_dir_mtime: float | None = None
         self._verify_seen: dict[str, float] = {}
@@ -103,9 +104,13 @@ class RunWatch:
         stays responsive); `catch_up` reads to the end."""
         changed = False
         mark = self.stream.mark()
+        parser = self.stream.regex
         batches = self.stream.iter_batches() if catch_up else iter([self.stream.poll()])
         for batch in batches:
-            if not batch:
+            # stdout lines the regex/format matched without a number: counted in the ledger, so
+            # status and the console can say the regex follows nothing
+            empty = parser.matched_empty - self._empty_recorded if parser is not None else 0
+            if not batch and not empty:
                 mark = self.stream.mark()
                 continue
             try:
@@ -115,10 +120,14 @@ class RunWatch:
                     offset=self.stream.offset,
                     bad_lines=self.stream.garbage,
                     restarts=self.stream.restarts,
+                    matched_no_numbers=empty,
                 )
             except Exception:
                 self.stream.rewind(mark)  # not stored (a full disk): read again at the next tick
+                if parser is not None:
+                    parser.matched_empty = self._empty_recorded
                 raise
+            self._empty_recorded += empty
             mark = self.stream.mark()
             for rec in [r for r in batch if "event" in r]:
                 if rec.get("event") == "checkpoint" and isinstance(rec.get("path"), str):

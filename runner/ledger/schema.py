@@ -87,7 +87,8 @@ CREATE TABLE IF NOT EXISTS run_progress (
     truncated INTEGER NOT NULL DEFAULT 0,    -- summed truncated inputs
     samples INTEGER NOT NULL DEFAULT 0,      -- summed inputs
     restarts INTEGER NOT NULL DEFAULT 0,     -- times the file was truncated or replaced
-    step_rate REAL                           -- steps per second over the last ingested stretch
+    step_rate REAL,                          -- steps per second over the last ingested stretch
+    matched_no_numbers INTEGER NOT NULL DEFAULT 0  -- stdout lines metrics_regex/format matched without a number
 );
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -132,7 +133,11 @@ def _add_missing_columns(conn: sqlite3.Connection) -> None:
 
 _ADDED_COLUMNS = {
     "runs": [("attempt_started_at", "REAL"), ("exit_attempt", "INTEGER")],
-    "run_progress": [("restarts", "INTEGER NOT NULL DEFAULT 0"), ("step_rate", "REAL")],
+    "run_progress": [
+        ("restarts", "INTEGER NOT NULL DEFAULT 0"),
+        ("step_rate", "REAL"),
+        ("matched_no_numbers", "INTEGER NOT NULL DEFAULT 0"),
+    ],
     "decisions": [("how", "TEXT"), ("dropped", "TEXT")],
 }
 

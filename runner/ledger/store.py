@@ -139,9 +139,20 @@ class Ledger:
         return all_runs(self.conn)
 
     # -- metrics and checkpoints ---------------------------------------------------------------
-    def record_metrics(self, run_id: str, records: list[dict], *, offset: int, bad_lines: int, restarts: int) -> None:
+    def record_metrics(
+        self,
+        run_id: str,
+        records: list[dict],
+        *,
+        offset: int,
+        bad_lines: int,
+        restarts: int,
+        matched_no_numbers: int = 0,
+    ) -> None:
         """Fold a batch of metric records into the run's summary (last value of each metric,
-        progress counters, step rate). `bad_lines`/`restarts` are the reader's running totals."""
+        progress counters, step rate). `bad_lines`/`restarts` are the reader's running totals;
+        `matched_no_numbers` is added (stdout lines the variant's regex or format matched in this
+        batch without giving a number: the count survives a runner restart with the offset)."""
         rows = [r for r in records if "event" not in r]
         n = len(rows)
         last = fold_last(rows)
@@ -176,6 +187,7 @@ class Ledger:
             c.execute("INSERT OR IGNORE INTO run_progress(run_id) VALUES (?)", (run_id,))
             c.execute(
                 "UPDATE run_progress SET offset=?, lines=lines+?, bad_lines=?, restarts=?, "
+                "matched_no_numbers=matched_no_numbers+?, "
                 "first_t=COALESCE(first_t, ?), last_t=COALESCE(?, last_t), "
                 "first_step=COALESCE(first_step, ?), last_step=COALESCE(?, last_step), "
                 "truncated=truncated+?, samples=samples+?, step_rate=COALESCE(?, step_rate) "
@@ -185,6 +197,7 @@ class Ledger:
                     n,
                     bad_lines,
                     restarts,
+                    matched_no_numbers,
                     first_t,
                     last_t,
                     first_step,

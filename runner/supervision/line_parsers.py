@@ -22,6 +22,8 @@ class RegexMetrics:
     is ignored. A line that does not match yields None (ordinary output, not garbage).
     """
 
+    format_name: str | None = None  # the variant's metrics_format (None: its metrics_regex)
+
     def __init__(self, pattern: str) -> None:
         self.pattern = re.compile(pattern)
         self.groups = tuple(self.pattern.groupindex)
@@ -79,6 +81,7 @@ class HfLogMetrics:
     """
 
     LINE = re.compile(r"\{'[A-Za-z_]+': .*\}")
+    format_name: str | None = "hf"
 
     def __init__(self) -> None:
         self.step = 0
@@ -120,6 +123,23 @@ class HfLogMetrics:
 
 
 LineParser = RegexMetrics | HfLogMetrics
+
+EMPTY_MATCH_WARNING = 3  # lines matched without a number before it is said
+
+
+def empty_match_warning(matched_empty: int, parsed: int, metrics_format: str | None = None) -> str | None:
+    """The plain words for a regex (or format) that matches lines yet gives no number from them,
+    once it matched more such lines than it parsed (None: nothing to say). One wording for
+    output.log, `campaign status` and the console."""
+    if matched_empty < EMPTY_MATCH_WARNING or matched_empty <= parsed:
+        return None
+    what = f'metrics_format = "{metrics_format}"' if metrics_format else "metrics_regex"
+    hint = (
+        "the output is not in that format"
+        if metrics_format
+        else 'check its named groups, e.g. (?P<loss>[-+.0-9eE]+); HF Trainer lines: metrics_format = "hf"'
+    )
+    return f"metrics: {matched_empty} lines matched {what} but gave no numbers ({parsed} did): {hint}"
 
 
 def line_parser(metrics_regex: str | None, metrics_format: str | None = None) -> LineParser | None:

@@ -13,9 +13,7 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
-from runner.supervision.line_parsers import LineParser
-
-EMPTY_MATCH_WARNING = 3  # lines a metrics regex/format matched without a number before it says so
+from runner.supervision.line_parsers import LineParser, empty_match_warning
 
 
 class StdoutMetrics:
@@ -68,12 +66,12 @@ class StdoutMetrics:
         parser = self.parser
         records, _ = parser.parse_block(block)
         self.lines += len(records)
-        if parser.matched_empty >= EMPTY_MATCH_WARNING and not self.lines and not self.empty_warned:
+        warning = (
+            None if self.empty_warned else empty_match_warning(parser.matched_empty, self.lines, parser.format_name)
+        )
+        if warning:
             self.empty_warned = True  # said once: a regex that matches yet parses nothing follows nothing
-            self.log_line(
-                f"--- warning: metrics_regex matched {parser.matched_empty} lines but parsed no number from "
-                'them (check its named groups; HF Trainer lines: use metrics_format = "hf")'
-            )
+            self.log_line(f"--- warning: {warning}")
         if records:
             now = time.time()
             for r in records:

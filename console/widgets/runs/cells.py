@@ -61,6 +61,8 @@ def step_cell(run: dict, compact: bool) -> Text:
 
 
 def loss_cell(run: dict, compact: bool) -> Text:
+    if run.get("metrics_warning") and run.get("loss") is None:  # its regex matches, parses nothing
+        return Text("⚠ none", style="bold yellow")  # fits the 6-column cell; the detail says why
     v = as_float(run.get("loss"))
     if compact and v is not None and math.isfinite(v) and v != 0 and (abs(v) >= 1e4 or abs(v) < 1e-3):
         text = f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")

@@ -1,0 +1,98 @@
+"""A `metrics_regex` that matches every line yet parses no number (one written for the HF
+Trainer 4.x, on 5.x's quoted values) is said plainly: in `campaign check` before anything runs,
+and, once it happens, in `campaign status` (text and `--json`), the console's runs table and run
+detail. Regression: status showed `lines 0, bad_lines 0` and no warning; only output.log said so."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+
+import pytest
+from helpers_console import run_row, tick_until
+
+from console.app import make_app
+from console.screens.run_detail import RunDetailScreen
+from console.widgets.runs.runs_table import RunsTable
+from runner.cli import main as cli_main
+from runner.daemon import client
+from runner.daemon.nvml import Nvml
+from tests.fixtures.console_nvml import NVMLError_LibraryNotFound, RecordedNvml
+from tests.fixtures.screen_text import screen_text
+from tests.helpers_runner import wait_for, write_campaign
+
+# what HF Trainer 5.x prints: quoted values, no step
+HF5_SCRIPT = r"""
+import sys, time
+for i in range(int(sys.argv[1])):
+    print({'loss': f'{5.381 - i * 0.01:.3f}', 'grad_norm': '1.28', 'learning_rate': '5e-05', 'epoch': f'{i / 100:.2f}'}, flush=True)
+    time.sleep(float(sys.argv[2]))
+time.sleep(600)
+"""
+OLD_REGEX = "'loss': (?P<loss>[0-9.]*)"  # written for 4.x's `'loss': 5.381`: matches 5.x, parses nothing
+
+
+def hf5_campaign(root, regex: str = OLD_REGEX):
+    write_campaign(root, [{"name": "hf5", "n": 12, "delay": 0.02, "extra": f'metrics_regex = "{regex}"\n'}])
+    (root / "steps.py").write_text(HF5_SCRIPT)  # the variant's command runs steps.py N DELAY
+    return root
+
+
+@pytest.mark.slow
+async def test_regex_matching_lines_without_numbers_is_a_warning_in_status_and_console(tmp_path, live_runner, capsys):
+    root = hf5_campaign(tmp_path / "camp")
+    c = live_runner(root, slots=1)
+    run = wait_for(
+        lambda: (r := next(iter(client.request(c, "status")["runs"]), None)) and r.get("metrics_warning") and r,
+        timeout=60,
+        what="the metrics warning in status",
+    )
+    assert run["state"] == "running" and run["lines"] == 0 and run["loss"] is None
+    assert run["matched_no_numbers"] >= 3
+    assert "lines matched metrics_regex but gave no numbers" in run["metrics_warning"]
+    assert "named groups" in run["metrics_warning"]
+
+    # campaign status --json: typed fields; the text view says it under the run
+    assert cli_main(["status", str(root), "--json"]) == 0
+    snap = json.loads(capsys.readouterr().out)
+    row = snap["runs"][0]
+    assert row["matched_no_numbers"] >= 3 and "gave no numbers" in row["metrics_warning"]
+    assert cli_main(["status", str(root)]) == 0
+    text = capsys.readouterr().out
+    assert "warning: metrics:" in text and "gave no numbers" in text
+
+    # the console: the runs table's loss cell and the run detail, through the runner's deltas
+    no_driver = Nvml(backend=RecordedNvml(fail_init=NVMLError_LibraryNotFound("libnvidia-ml.so.1 not found")))
+    app = make_app(campaign=c, nvml=no_driver, auto_tick=False, use_user_keymap=False, tz=dt.UTC)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await tick_until(app, pilot, lambda: (r := run_row(app, "hf5")) and r.get("metrics_warning"), what="warning")
+        table = app.main_screen.query_one(RunsTable)
+        assert table.cell_text(run["id"], "loss") == "⚠ none"
+        screen = RunDetailScreen(run["id"])
+        await app.push_screen(screen)
+        config = await tick_until(
+            app,
+            pilot,
+            lambda: "gave no numbers" in (t := screen_text(app)) and t,
+            what="the warning in the run detail",
+        )
+        words = " ".join(config.split())  # the warning wraps in its column
+        assert re.search(r"warning metrics: \d+ lines matched metrics_regex", words) and "named groups" in words
+
+
+def test_a_regex_that_parses_the_lines_says_nothing(tmp_path):
+    from runner.supervision.line_parsers import RegexMetrics, empty_match_warning
+
+    good = RegexMetrics(r"'loss': '?(?P<loss>[-+.0-9eE]+)")
+    block = "".join(f"{{'loss': '{5 - i / 10:.3f}', 'grad_norm': '1.2'}}\n" for i in range(10)).encode()
+    recs, _ = good.parse_block(block)
+    assert len(recs) == 10 and good.matched_empty == 0
+    assert empty_match_warning(good.matched_empty, len(recs)) is None
+    bad = RegexMetrics(OLD_REGEX)
+    recs, _ = bad.parse_block(block)
+    assert recs == [] and bad.matched_empty == 10
+    assert empty_match_warning(bad.matched_empty, 0) == (
+        "metrics: 10 lines matched metrics_regex but gave no numbers (0 did): check its named groups, "
+        'e.g. (?P<loss>[-+.0-9eE]+); HF Trainer lines: metrics_format = "hf"'
+    )
