@@ -96,3 +96,65 @@ def test_a_regex_that_parses_the_lines_says_nothing(tmp_path):
         "metrics: 10 lines matched metrics_regex but gave no numbers (0 did): check its named groups, "
         'e.g. (?P<loss>[-+.0-9eE]+); HF Trainer lines: metrics_format = "hf"'
     )
+
+
+def test_check_names_a_regex_that_can_give_no_numbers_by_file_line_and_field(tmp_path, capsys):
+    root = tmp_path / "camp"
+    variants = [
+        {"name": "hf5", "extra": f'metrics_regex = "{OLD_REGEX}"\n'},
+        {"name": "words", "extra": 'metrics_regex = "loss (?P<loss>[a-z]+)"\n'},
+        {"name": "good", "extra": "metrics_regex = \"'loss': '?(?P<loss>[-+.0-9eE]+)\"\n"},
+        {"name": "stepped", "extra": 'metrics_regex = "iter (?P<step>\\\\d+)"\n'},
+        {"name": "hf", "extra": 'metrics_format = "hf"\n'},
+    ]
+    path = write_campaign(root, variants)
+    lines = path.read_text().splitlines()
+    line_of = {
+        v: next(n for n, t in enumerate(lines, 1) if t.startswith("metrics_regex") and n > start)
+        for v, start in ((v, lines.index(f'name = "{v}"') + 1) for v in ("hf5", "words", "stepped"))
+    }
+    assert cli_main(["check", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"warning   {path}:{line_of['hf5']}: field 'variant[0].metrics_regex' (hf5): group 'loss' can match "
+        "nothing at all"
+    ) in out
+    assert (
+        f"warning   {path}:{line_of['words']}: field 'variant[1].metrics_regex' (words): none of its named "
+        "groups (loss) can hold a number"
+    ) in out
+    assert f"{path}:{line_of['stepped']}: field 'variant[3].metrics_regex' (stepped): it has only a (?P<step>" in out
+    assert "(good)" not in out and "(hf)" not in out and "in runs/" not in out
+
+    # an earlier run of the variant already printed HF 5.x lines: check says what they gave
+    run_dir = root / "runs" / "hf5-0123abcd"
+    run_dir.mkdir(parents=True)
+    (run_dir / "output.log").write_text(
+        "".join(f"{{'loss': '{5 - i / 10:.3f}', 'grad_norm': '1.2', 'epoch': '0.0{i}'}}\n" for i in range(9))
+    )
+    (root / "runs" / "good-4567cdef").mkdir()
+    (root / "runs" / "good-4567cdef" / "output.log").write_text((run_dir / "output.log").read_text())
+    assert cli_main(["check", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "warning   hf5: in runs/hf5-0123abcd/output.log, metrics: 9 lines matched metrics_regex but gave no "
+        "numbers (0 did)"
+    ) in out
+    assert "good: in runs/" not in out
+
+
+def test_group_patterns_reads_classes_escapes_and_nesting():
+    from runner.supervision.line_parsers import parse_number
+    from runner.supervision.regex_check import NUMBER_SPELLINGS, group_patterns, regex_findings
+
+    assert all(parse_number(s) is not None for s in NUMBER_SPELLINGS)
+    assert group_patterns(r"a\((?P<x>[()\]]+)\) (?P<y>(?:\d+)(?P<z>\.\d*)?)") == {
+        "x": r"[()\]]+",
+        "y": r"(?:\d+)(?P<z>\.\d*)?",
+        "z": r"\.\d*",
+    }
+    assert regex_findings(r"step (?P<step>\d+) loss (?P<loss>\S+)") == []
+    assert regex_findings(r"(?i)LOSS=(?P<loss>NAN|[0-9.]+)") == []  # the regex's flags apply to its groups
+    assert [f.text for f in regex_findings(r"loss (?P<loss>\d+) tag (?P<tag>[a-z]+)")] == [
+        "group 'tag' can never hold a number: it is never recorded"
+    ]

@@ -20,6 +20,8 @@ from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import CAMPAIGN_FILE, load_campaign, parse_campaign
 from runner.campaign.objects import CATEGORIES, Campaign
 from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
+from runner.campaign.toml_lines import KeyLines
+from runner.supervision.regex_check import earlier_output_warning, regex_findings
 
 TEMPLATE_STARTED_AT = "started_at = 2026-11-29T09:00:00Z"
 
@@ -118,9 +120,32 @@ def cmd_check(ns: argparse.Namespace) -> int:
                     f"note      {v.name}'s metrics_regex has no (?P<step>...) group: its "
                     f"{', '.join(stepped)} rule(s) wait for a step that never comes"
                 )
+    for line in metrics_warnings(campaign):
+        print(line)
     if report.needs_options:
         print("note      see `campaign plan` for the options")
     return 0
+
+
+def metrics_warnings(campaign: Campaign) -> list[str]:
+    """A metrics_regex that can give no numbers, named by file, line and field; and an earlier
+    run's output that the variant's regex or format matches without numbers."""
+    try:
+        lines: KeyLines | None = KeyLines(Path(campaign.path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        lines = None
+    out = []
+    for i, v in enumerate(campaign.variants):
+        if v.metrics_regex:
+            line = lines.line("variant", i, "metrics_regex") if lines is not None else None
+            where = f"{campaign.path}" + (f":{line}" if line else "")
+            for f in regex_findings(v.metrics_regex):
+                out.append(f"warning   {where}: field 'variant[{i}].{f.field}' ({v.name}): {f.text}")
+        earlier = earlier_output_warning(campaign.root, v.name, v.metrics_regex, v.metrics_format)
+        if earlier is not None:
+            path, text = earlier
+            out.append(f"warning   {v.name}: in {os.path.relpath(path, campaign.root)}, {text}")
+    return out
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
