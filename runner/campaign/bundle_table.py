@@ -9,32 +9,14 @@ import datetime as dt
 
 from runner.campaign.catalog import load_catalog
 from runner.campaign.field_reader import FieldReader
-from runner.campaign.objects import BUNDLE_EXTRA_KEYS, MAX_GPUS, MAX_USD, Bundle
+from runner.campaign.objects import BUNDLE_EXTRA_KEYS, BUNDLE_KEYS, MAX_GPUS, MAX_USD, Bundle
 
 
 def read_bundle(reader: FieldReader, tbl: dict | None = None, t: str = "bundle", i: int | None = None) -> Bundle:
     """The [bundle] table, or (from `hosts`) one [[host]]'s bundle fields, `i` its index."""
     if tbl is None:
         tbl = reader.table(t, required=True)
-    reader.check_keys(
-        tbl,
-        {
-            "provider",
-            "gpu",
-            "days",
-            "started_at",
-            "price_usd",
-            "gpus",
-            "order_ref",
-            "retrieval_hours",
-            "warn_hours",
-            "catalog",
-            "wrap_up",
-        }
-        | (BUNDLE_EXTRA_KEYS if i is not None else set()),
-        t,
-        i,
-    )
+    reader.check_keys(tbl, BUNDLE_KEYS | (BUNDLE_EXTRA_KEYS if i is not None else frozenset()), t, i)
     provider = reader.get(tbl, "provider", str, t, i, default="IteraGPU")
     gpu = reader.get(tbl, "gpu", str, t, i, required=True)
     days = reader.get(tbl, "days", int, t, i, required=True)

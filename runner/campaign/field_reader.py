@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -33,7 +34,7 @@ class FieldReader:
             fieldname = key
         return CampaignError(msg, file=self.path, line=self.lines.line(table, index, key), field=fieldname)
 
-    def check_keys(self, tbl: dict, allowed: set[str], table: str, index: int | None = None) -> None:
+    def check_keys(self, tbl: dict, allowed: AbstractSet[str], table: str, index: int | None = None) -> None:
         for key in tbl:
             if key not in allowed:
                 known = ", ".join(sorted(allowed))

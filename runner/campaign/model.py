@@ -17,14 +17,22 @@ from runner.campaign.errors import CampaignError
 from runner.campaign.field_reader import FieldReader, short_value
 from runner.campaign.hosts import read_hosts
 from runner.campaign.objects import (
+    CAMPAIGN_KEYS,
     CATEGORIES,
+    DECISION_KEYS,
     DEFAULT_PILOT_WAIT_S,
     MAX_USD,
     MAX_VARIANT_NAME,
     METRICS_FORMATS,
     NOTIFY_EVENTS,
+    NOTIFY_KEYS,
+    PILOT_KEYS,
+    RULE_COMMON_KEYS,
     RULE_KEYS,
     RULE_KINDS,
+    SPEND_KEYS,
+    TOP_LEVEL_KEYS,
+    VARIANT_KEYS,
     VARIANT_NAME,
     Bundle,
     Campaign,
@@ -97,13 +105,9 @@ class _Reader(FieldReader):
 
     # -- tables -------------------------------------------------------------------------------
     def campaign(self) -> Campaign:
-        self.check_keys(
-            self.data,
-            {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host", "notify", "pilot"},
-            "file",
-        )
+        self.check_keys(self.data, TOP_LEVEL_KEYS, "file")
         top = self.table("campaign", required=True)
-        self.check_keys(top, {"name", "question", "output_dir"}, "campaign")
+        self.check_keys(top, CAMPAIGN_KEYS, "campaign")
         name = self.get(top, "name", str, "campaign", required=True)
         question = self.get(top, "question", str, "campaign", required=True)
         output_dir = self.get(top, "output_dir", str, "campaign", default="deliverables")
@@ -147,7 +151,7 @@ class _Reader(FieldReader):
         tbl = self.table("notify")
         if not tbl:
             return None
-        self.check_keys(tbl, {"urls", "events"}, "notify")
+        self.check_keys(tbl, NOTIFY_KEYS, "notify")
         urls = self.str_list(tbl, "urls", "notify", None, required=True, non_empty=True)
         for url in urls:
             if "://" not in url:
@@ -166,7 +170,7 @@ class _Reader(FieldReader):
         tbl = self.table("decision")
         if not tbl:
             return None
-        self.check_keys(tbl, {"metric", "higher_is_better", "min_gain", "control"}, "decision")
+        self.check_keys(tbl, DECISION_KEYS, "decision")
         control = self.get(tbl, "control", str, "decision", required=True)
         if control not in names:
             raise self.fail(f"names variant {control!r}, which is not declared", "decision", None, "control")
@@ -179,7 +183,7 @@ class _Reader(FieldReader):
 
     def pilot(self) -> PilotSettings:
         tbl = self.table("pilot")
-        self.check_keys(tbl, {"wait"}, "pilot")
+        self.check_keys(tbl, PILOT_KEYS, "pilot")
         wait = self.duration(tbl, "wait", "pilot")
         return PilotSettings(wait_s=DEFAULT_PILOT_WAIT_S if wait is None else wait)
 
@@ -195,29 +199,7 @@ class _Reader(FieldReader):
         if not items:
             raise self.fail("declare at least one [[variant]]", t)
         for i, tbl in enumerate(items):
-            self.check_keys(
-                tbl,
-                {
-                    "name",
-                    "category",
-                    "command",
-                    "hours",
-                    "checkpoint_every",
-                    "gpus",
-                    "resume_command",
-                    "metrics_regex",
-                    "checkpoint_glob",
-                    "base_revision",
-                    "adapter",
-                    "expects",
-                    "env",
-                    "host",
-                    "trust_pickled_module",
-                    "metrics_format",
-                },
-                t,
-                i,
-            )
+            self.check_keys(tbl, VARIANT_KEYS, t, i)
             name = self.get(tbl, "name", str, t, i, required=True)
             if not VARIANT_NAME.match(name):
                 raise self.fail(f"{short_value(name)} may hold only a-z, 0-9, '_' and '-'", t, i, "name")
@@ -303,7 +285,7 @@ class _Reader(FieldReader):
             kind = self.get(tbl, "kind", str, t, i, required=True)
             if kind not in RULE_KINDS:
                 raise self.fail(f"{kind!r} is not one of {', '.join(RULE_KINDS)}", t, i, "kind")
-            allowed = {"kind", "variants"} | RULE_KEYS[kind]
+            allowed = RULE_COMMON_KEYS | RULE_KEYS[kind]
             self.check_keys(tbl, allowed, t, i)
             variants = self.str_list(tbl, "variants", t, i) or ()
             for v in variants:
@@ -337,7 +319,7 @@ class _Reader(FieldReader):
         t = "spend"
         out = []
         for i, tbl in enumerate(self.array(t)):
-            self.check_keys(tbl, {"what", "usd"}, t, i)
+            self.check_keys(tbl, SPEND_KEYS, t, i)
             out.append(
                 Spend(
                     what=self.get(tbl, "what", str, t, i, required=True),

@@ -33,7 +33,71 @@ MAX_HOURS = 24.0 * 366 * 10  # ten years: anything longer is a typo, and overflo
 MAX_USD = 1e9
 MAX_GPUS = 64  # GPUs on one host: the plan lays out one lane per GPU
 MAX_INT = 2**63 - 1  # what SQLite and TOML hold
-BUNDLE_EXTRA_KEYS = {"name", "ssh", "port", "dir", "campaign"}  # a [[host]] table's own keys
+# The keys each table of the campaign file accepts: the loader refuses any other (naming these),
+# and docs/CAMPAIGN_FILE.md documents each (tests/test_docs_reference.py checks it does).
+TOP_LEVEL_KEYS = frozenset(
+    {"campaign", "decision", "bundle", "phase", "variant", "rule", "spend", "host", "notify", "pilot"}
+)
+CAMPAIGN_KEYS = frozenset({"name", "question", "output_dir"})
+DECISION_KEYS = frozenset({"metric", "higher_is_better", "min_gain", "control"})
+BUNDLE_KEYS = frozenset(
+    {
+        "provider",
+        "gpu",
+        "days",
+        "started_at",
+        "price_usd",
+        "gpus",
+        "order_ref",
+        "retrieval_hours",
+        "warn_hours",
+        "catalog",
+        "wrap_up",
+    }
+)
+BUNDLE_EXTRA_KEYS = frozenset({"name", "ssh", "port", "dir", "campaign"})  # a [[host]] table's own keys
+PHASE_KEYS = frozenset({"name", "hours", "uses", "with", "before_window", "variants"})
+VARIANT_KEYS = frozenset(
+    {
+        "name",
+        "category",
+        "command",
+        "hours",
+        "checkpoint_every",
+        "gpus",
+        "resume_command",
+        "metrics_regex",
+        "checkpoint_glob",
+        "base_revision",
+        "adapter",
+        "expects",
+        "env",
+        "host",
+        "trust_pickled_module",
+        "metrics_format",
+    }
+)
+RULE_COMMON_KEYS = frozenset({"kind", "variants"})  # besides RULE_KEYS[kind]
+SPEND_KEYS = frozenset({"what", "usd"})
+NOTIFY_KEYS = frozenset({"urls", "events"})
+PILOT_KEYS = frozenset({"wait"})
+
+
+def known_keys() -> dict[str, frozenset[str]]:
+    """Every table of the file and the keys it accepts ("rule": every kind's keys together)."""
+    return {
+        "file": TOP_LEVEL_KEYS,
+        "campaign": CAMPAIGN_KEYS,
+        "decision": DECISION_KEYS,
+        "bundle": BUNDLE_KEYS,
+        "host": BUNDLE_KEYS | BUNDLE_EXTRA_KEYS,
+        "phase": PHASE_KEYS,
+        "variant": VARIANT_KEYS,
+        "rule": RULE_COMMON_KEYS.union(*RULE_KEYS.values()),
+        "spend": SPEND_KEYS,
+        "notify": NOTIFY_KEYS,
+        "pilot": PILOT_KEYS,
+    }
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Apart from `model` because the chain checks (loops, two GPU steps at once) are a
 from __future__ import annotations
 
 from runner.campaign.field_reader import FieldReader
-from runner.campaign.objects import PHASE_USES, Phase
+from runner.campaign.objects import PHASE_KEYS, PHASE_USES, Phase
 
 
 def read_phases(reader: FieldReader, variant_names: set[str]) -> tuple[Phase, ...]:
@@ -14,7 +14,7 @@ def read_phases(reader: FieldReader, variant_names: set[str]) -> tuple[Phase, ..
     t = "phase"
     out: list[Phase] = []
     for i, tbl in enumerate(reader.array(t)):
-        reader.check_keys(tbl, {"name", "hours", "uses", "with", "before_window", "variants"}, t, i)
+        reader.check_keys(tbl, PHASE_KEYS, t, i)
         name = reader.get(tbl, "name", str, t, i, required=True)
         if any(p.name == name for p in out):
             raise reader.fail(f"{name!r} is declared twice", t, i, "name")
