@@ -144,6 +144,7 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     live.close()
     planted = next(r for r in snap["runs"] if r["variant"] == "planted")
     assert planted["state"] == "stopped" and planted["stop_rule"] == "nonfinite", planted
+    assert planted["stop_value"] is None and planted["stop_value_nonfinite"] == "nan"  # a number or null, never "nan"
     control = next(r for r in snap["runs"] if r["host"] == "a")
     assert control["state"] == "finished"
     assert not (LOCAL / ".campaign" / "hosts" / "b.json").exists()

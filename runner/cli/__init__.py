@@ -2,7 +2,7 @@
 
 Handlers are named as "module:function" and imported only when their command runs, so `campaign
 plan` never pays for torch or Textual. Exit 0 on success, 2 on bad input (message on stderr), 1 on
-any other failure (README, the CLI section).
+any other failure (docs/CLI.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ typical session:
   campaign report my-campaign        the closing budget report
   campaign pull me@gpu-host:my-campaign    (on your laptop) copy the results off and verify them
 try it:  campaign demo              (a small campaign that runs on CPU in minutes)
+
+reference (in the source tree): docs/CLI.md (every command, exit code and --json key) and
+docs/CAMPAIGN_FILE.md (every table and field of campaign.toml).
 """
 
 # command -> (handler, help, FILE+other-arg name or None)
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("check", "plan", "up", "down", "console", "status", "verify", "report", "notify-test", "wrap-up"):
         p[name].add_argument("file", nargs="?", metavar="FILE")
     for name in ("plan", "status", "verify", "report"):
-        p[name].add_argument("--json", action="store_true", help="machine-readable output (keys in the README)")
+        p[name].add_argument("--json", action="store_true", help="machine-readable output (keys in docs/CLI.md)")
     p["report"].add_argument("--markdown", action="store_true", help="the report as a Markdown page")
     p["up"].add_argument(
         "--host", default=None, metavar="NAME", help="this folder is the declared [[host]] NAME (run over SSH)"
@@ -154,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except Exception as exc:
+        from runner.daemon.client import RequestFailed  # not imported up front: `plan` never needs it
+
+        if not isinstance(exc, RequestFailed):
+            raise
+        # the runner answered and refused (wrap-up --at past the deadline...): bad input (2) or not now (1)
+        print(f"campaign: {exc}", file=sys.stderr)
+        return 2 if exc.code in ("bad_input", "bad_request") else 1
 
 
 def file_arg(ns: argparse.Namespace) -> Path | None:

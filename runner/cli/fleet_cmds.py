@@ -55,8 +55,10 @@ def _per_host(said: dict[str, HostResult]) -> int:
 def cmd_status(campaign: Campaign, ns: argparse.Namespace) -> int:
     with Fleet(campaign) as fleet:
         snap = fleet.status()
-    if getattr(ns, "json", False):
-        print(json.dumps(snap, indent=1))
+    if getattr(ns, "json", False):  # the hosts' "nan" strings (socket form) as null + `<key>_nonfinite`
+        from runner.campaign.json_numbers import json_ready
+
+        print(json.dumps(json_ready(snap, texts=True), indent=1, allow_nan=False))
     else:
         print(render_fleet(snap))
     return 0

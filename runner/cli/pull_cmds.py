@@ -79,8 +79,18 @@ def _record(ns: argparse.Namespace, campaign: object) -> int:
 
 def add_arguments(p: dict[str, argparse.ArgumentParser]) -> None:
     pull = p["pull"]
-    pull.add_argument("source", metavar="[USER@]HOST:DIR", help="the campaign folder on the host, as ssh reaches it")
-    pull.add_argument("dest", nargs="?", metavar="DEST", help="where to put the files (default ./<folder name>)")
+    pull.add_argument(
+        "source",
+        metavar="[USER@]HOST:DIR",
+        help="the campaign folder on the host, as ssh reaches it; or a campaign FILE with [[host]] tables "
+        "(every host into DEST/<host>/)",
+    )
+    pull.add_argument(
+        "dest",
+        nargs="?",
+        metavar="DEST",
+        help="where to put the files (default ./<folder name>; with FILE, its folder)",
+    )
     pull.add_argument("-F", dest="ssh_config", metavar="SSH_CONFIG", help="an ssh config file (as `ssh -F`)")
     pull.add_argument("-p", "--port", type=int, help="the host's ssh port (as `ssh -p`)")
     pull.add_argument("-o", dest="ssh_option", action="append", metavar="OPTION", help="an ssh option (as `ssh -o`)")
