@@ -39,3 +39,8 @@ class RunnerUnavailable(Exception):
         self.reason = reason
         self.hint = hint
         super().__init__(f"{reason}: {hint}" if hint else reason)
+
+
+class RunnerStartFailed(RunnerUnavailable):
+    """`up` started a runner that died or gave up while starting (exit 2): the reason is what it
+    wrote to runner.log on the way out (a file system it cannot use, a fatal signal)."""

@@ -12,6 +12,9 @@ import signal
 
 FAULT_ENV = "CAMPAIGN_FAULT_AT"
 
+# the runner locked and probed its folder, the ledger not yet opened (a death at start, reported by up)
+START_POINT = "runner:starting"
+
 POINTS = (
     "supervisor:after_verdict_json",  # verdict.json written, the tree not yet stopped
     "supervisor:before_exit_json",  # the attempt over, exit.json not yet written
@@ -21,7 +24,16 @@ POINTS = (
 )
 
 
+SIGNAL_ENV = "CAMPAIGN_FAULT_SIGNAL"  # another signal than SIGKILL (a number: 7 is SIGBUS)
+
+
 def fault_point(name: str) -> None:
-    """SIGKILL this process here when CAMPAIGN_FAULT_AT names `name` (see POINTS)."""
+    """SIGKILL this process here when CAMPAIGN_FAULT_AT names `name` (see POINTS); or the signal
+    CAMPAIGN_FAULT_SIGNAL names, which the runner's faulthandler reports in runner.log first."""
     if os.environ.get(FAULT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            sig = int(os.environ.get(SIGNAL_ENV) or signal.SIGKILL)
+        except ValueError:
+            sig = signal.SIGKILL
+        os.kill(os.getpid(), sig)
+        os.kill(os.getpid(), signal.SIGKILL)  # a signal that did not end it

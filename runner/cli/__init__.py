@@ -12,7 +12,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from runner.campaign.errors import CampaignError, RunnerUnavailable
+from runner.campaign.errors import CampaignError, RunnerStartFailed, RunnerUnavailable
 
 DESCRIPTION = """\
 campaign-console: run a GPU-rental campaign to a decision.
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = getattr(importlib.import_module(module), func)
         return int(handler(ns) or 0)
     except CampaignError as exc:
+        print(f"campaign: {exc}", file=sys.stderr)
+        return 2
+    except RunnerStartFailed as exc:
         print(f"campaign: {exc}", file=sys.stderr)
         return 2
     except RunnerUnavailable as exc:

@@ -23,6 +23,10 @@ HOST_ERRNOS = frozenset(
 )
 
 
+CANNOT_START = "cannot start: "  # a runner.log line `campaign up` reports as the reason (exit 2)
+FATAL_MARKS = (CANNOT_START, "crashed:", "Fatal Python error")  # the runner died while starting
+
+
 def log(msg: str) -> None:
     """One line to the runner's stderr (`runner.log`). Never raises: on ENOSPC, a closed or broken
     stderr, the line is lost and the runner goes on."""

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.campaign.errors import RunnerUnavailable
+from runner.campaign.errors import RunnerStartFailed, RunnerUnavailable
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.daemon import client
+from runner.daemon.containment import FATAL_MARKS
 from runner.import_paths import MARK_VAR, ORIGINAL_SAFE_VAR, ORIGINAL_VAR, SAFE_VAR, tool_env
 
 DAEMON_MODULE = "runner.daemon.server"
@@ -178,6 +179,8 @@ def lock_is_held(paths: StatePaths) -> bool:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:
+        return False  # a file system without locks: no runner can hold it (the runner says so)
     finally:
         os.close(fd)
     return False
@@ -277,6 +280,8 @@ def _up_turn(paths: StatePaths, wait_seconds: float) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     break  # the other `up` hangs: go on without the turn rather than hang too
                 time.sleep(0.05)
+            except OSError:
+                break  # a file system without locks: the runner refuses it with the reason
         yield
     finally:
         os.close(fd)
@@ -284,10 +289,14 @@ def _up_turn(paths: StatePaths, wait_seconds: float) -> Iterator[None]:
 
 def _start(campaign: Any, paths: StatePaths, wait_seconds: float, facts: LogindFacts | None) -> UpResult:
     warning, rc = None, None
+    log_from = _log_size(paths)
+    spawned = False
     if not lock_is_held(paths):
         plan = decide_detach(facts or gather_logind_facts())
         warning, rc = _spawn(campaign, plan, paths)
+        spawned = True
     started = time.monotonic()
+    died = False
     while time.monotonic() - started < wait_seconds:
         pong = client.ping(paths, timeout=2.0)
         if pong:
@@ -295,13 +304,62 @@ def _start(campaign: Any, paths: StatePaths, wait_seconds: float, facts: LogindF
                 True, pong.get("pid"), f"the runner started (pid {pong.get('pid')}); log: {paths.log}", warning
             )
         if rc not in (None, 0):
+            died = True
             break  # the launcher itself failed (a bad campaign file, say)
+        if spawned and any(m in _log_since(paths, log_from) for m in FATAL_MARKS):
+            died = True
+            break  # it said why it cannot start, or a fatal signal's traceback is there
         if time.monotonic() - started > 5 and not lock_is_held(paths):
+            died = True
             break  # no runner holds the lock: it died while starting
         time.sleep(0.1)
+    if died and spawned:
+        raise RunnerStartFailed(_death_reason(paths, log_from))
     tail = _log_tail(paths)
     raise RunnerUnavailable(
         f"the runner did not start for {paths.root}" + (f"; the end of {paths.log}:\n{tail}" if tail else "")
+    )
+
+
+def _log_size(paths: StatePaths) -> int:
+    try:
+        return paths.log.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(paths: StatePaths, offset: int) -> str:
+    try:
+        with open(paths.log, "rb") as f:
+            f.seek(offset)
+            return f.read(256 * 1024).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _death_reason(paths: StatePaths, offset: int) -> str:
+    """What the runner wrote while starting: its reason, or the fatal error with the frame it died in."""
+    text = _log_since(paths, offset)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "cannot start: " in ln:
+            return f"the runner cannot start for {paths.root}: {ln.split('cannot start: ', 1)[1]}"
+    fatal = [ln for ln in lines if "Fatal Python error" in ln]
+    if fatal:
+        frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
+        where = f" in {frames[0]}" if frames else ""  # faulthandler lists the innermost frame first
+        return (
+            f"the runner died while starting for {paths.root}: {fatal[0].split('Fatal Python error: ', 1)[-1]}{where} "
+            f"(the whole traceback is in {paths.log})"
+        )
+    if lines:
+        return (
+            f"the runner died while starting for {paths.root} without a word of why (killed with SIGKILL: "
+            f"out of memory?); {paths.log} ends:\n" + "\n".join(lines[-8:])
+        )
+    return (
+        f"the runner died while starting for {paths.root} and wrote nothing to {paths.log}: it was killed "
+        "(SIGKILL: out of memory, or another user's kill?)"
     )
 
 

@@ -11,6 +11,7 @@ so the runner is nobody's child; stdio always goes to `.campaign/runner.log`.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import fcntl
 import os
 import signal
@@ -22,18 +23,20 @@ from pathlib import Path
 from campaign_train.atomic import write_json_atomic, write_text_atomic
 from runner import __version__
 from runner.campaign.errors import CampaignError
+from runner.campaign.faultpoints import START_POINT, fault_point
 from runner.campaign.host_view import load_as_host
 from runner.campaign.objects import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.closing import pilot
 from runner.daemon import protocol
 from runner.daemon.client_requests import ClientRequests
-from runner.daemon.containment import log
+from runner.daemon.containment import CANNOT_START, log
 from runner.daemon.launcher import RunManager
 from runner.daemon.leaving import Leaving
 from runner.daemon.nvml import Nvml
 from runner.daemon.runview import RunView
 from runner.daemon.slots import plan_slots
+from runner.daemon.storage import LOCAL_DISK, Journal, Storage, probe
 from runner.ledger import store as L
 from runner.supervision import cgroups
 
@@ -48,10 +51,11 @@ OUTPUT_EVENTS = frozenset(
 class Daemon(ClientRequests):
     """The runner's loop: ticks the run manager, pushes status to subscribers, serves the socket."""
 
-    def __init__(self, campaign: Campaign, paths: StatePaths) -> None:
+    def __init__(self, campaign: Campaign, paths: StatePaths, storage: Storage | None = None) -> None:
         self.campaign = campaign
         self.paths = paths
-        self.ledger = L.Ledger(paths.ledger)
+        self.storage = storage or Storage(paths.dir)  # what the folder's file system can hold
+        self.ledger = L.Ledger(paths.ledger, journal=str(self.storage.journal or Journal.WAL))
         self.nvml = Nvml.shared()
         self.slots = plan_slots(campaign, gpu_count=self.nvml.device_count(), nvml_error=self.nvml.error)
         # what finds a run's processes when its supervisor is lost, and what can escape (status says)
@@ -80,6 +84,7 @@ class Daemon(ClientRequests):
             "slots_note": self.slots.note,
             **self.leaving.info(),
             "process_tracking": self.tracking.describe(),
+            "storage": self.storage.describe(),
         }
 
     def slots_info(self) -> dict:
@@ -296,16 +301,31 @@ def main(argv: list[str] | None = None) -> int:
     paths = paths_for(campaign)
     paths.ensure()
     _redirect_stdio(paths)
+    # a death by signal (SIGBUS from a file system's memory map, SIGSEGV) still leaves its
+    # traceback in runner.log, which `up` then reports
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     if detach:
         if os.fork() > 0:
             os._exit(0)  # the launcher returns; the runner is nobody's child
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    log(f"starting for {paths.root}")
     try:
+        lock_fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         log(f"another runner already holds {paths.lock}: not starting a second one")
         return 0
+    except OSError as exc:
+        log(f"{CANNOT_START}{paths.lock} cannot be locked ({exc.strerror or exc}) on this file system; {LOCAL_DISK}")
+        return 2
+    storage = probe(paths.dir)
+    for note in storage.notes:
+        log(f"storage: {note}")
+    if storage.refusal:
+        log(CANNOT_START + storage.refusal)
+        os.close(lock_fd)
+        return 2
+    fault_point(START_POINT)
     import psutil
 
     me = psutil.Process()
@@ -322,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         mode=0o600,
     )
     try:
-        return asyncio.run(Daemon(campaign, paths).run())
+        return asyncio.run(Daemon(campaign, paths, storage).run())
     except Exception:
         log("crashed:\n" + traceback.format_exc())
         return 1

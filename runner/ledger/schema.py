@@ -104,8 +104,11 @@ CREATE TABLE IF NOT EXISTS decisions (
 """
 
 
-def connect(path: str | Path, *, readonly: bool = False, timeout: float = 5.0) -> sqlite3.Connection:
-    """Open the ledger. Writers get WAL and the schema; readers never create or change it."""
+def connect(
+    path: str | Path, *, readonly: bool = False, timeout: float = 5.0, journal: str = "wal"
+) -> sqlite3.Connection:
+    """Open the ledger. Writers get WAL (or, where the file system cannot map WAL's shared memory,
+    a rollback journal: `journal="delete"`) and the schema; readers never create or change it."""
     path = Path(path)
     if readonly:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
@@ -114,7 +117,9 @@ def connect(path: str | Path, *, readonly: bool = False, timeout: float = 5.0) -
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    if journal not in ("wal", "delete"):
+        raise ValueError(f"journal must be wal or delete, not {journal!r}")
+    conn.execute(f"PRAGMA journal_mode={journal.upper()}")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
     _add_missing_columns(conn)

@@ -42,9 +42,9 @@ class Ledger:
     """The runner's writing side. Every method commits before returning; `durable=True` commits
     with synchronous=FULL (verdicts, stops, aborts), so a power cut cannot lose them."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, journal: str = "wal") -> None:
         self.path = Path(path)
-        self.conn = connect(self.path)
+        self.conn = connect(self.path, journal=journal)
         self.listeners: list[Callable[[dict], None]] = []
         # called with a run id after every write that concerns that run (the runner's in-memory view)
         self.run_listeners: list[Callable[[str], None]] = []
