@@ -77,6 +77,8 @@ def test_up_start_status_down_with_the_folder_on_fuse(fuse_camp):
     assert snap["runs"][0]["step"] == 2
     assert "socket: elsewhere" in snap["runner"]["storage"]
     assert "ledger" not in snap["runner"]["storage"]  # WAL works on this one
+    text = campaign("status", str(camp))
+    assert "storage: socket: elsewhere" in text.stdout, text.stdout
     down = campaign("down", str(camp))
     assert down.returncode == 0, down.stderr
     assert not where.exists()

@@ -221,6 +221,8 @@ def render_status(snap: dict) -> str:
             f"{c['name']}: runner pid {r['pid']}, slots {slots.get('busy')}/{slots.get('total')}"
             + (f" ({slots['note']})" if slots.get("note") else "")
         )
+        if r.get("storage") and r["storage"] != "everything in the campaign folder":
+            lines.append(f"storage: {r['storage']}")  # what the folder's file system could not hold
     else:
         lines.append(f"{c['name']}: {snap.get('runner_error') or 'the runner is not running'}")
     lines.append(

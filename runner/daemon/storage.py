@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PROBE_TIMEOUT = 30.0
+EVERYTHING_HERE = "everything in the campaign folder"
 LOCAL_DISK = "put the campaign folder on a local file system (copy it back with `campaign pull` or rsync)"
 
 
@@ -44,7 +45,7 @@ class Storage:
     refusal: str | None = None  # why the runner cannot start on this folder
 
     def describe(self) -> str:
-        return "; ".join(self.notes) if self.notes else "everything in the campaign folder"
+        return "; ".join(self.notes) if self.notes else EVERYTHING_HERE
 
 
 def _try(fn) -> str | None:  # noqa: ANN001  # a probe step; its error as text, None when it worked
@@ -88,6 +89,7 @@ def _sqlite(folder: Path, journal: Journal) -> None:
     try:
         w = sqlite3.connect(path, isolation_level=None, timeout=0.5)
         try:
+            w.execute("PRAGMA synchronous=OFF")  # the locks and the maps are tried, not the disk's speed
             got = w.execute(f"PRAGMA journal_mode={journal}").fetchone()[0]
             if str(got).lower() != journal:
                 raise sqlite3.OperationalError(f"journal_mode={journal} not taken (got {got})")

@@ -119,7 +119,15 @@ def connect(
     conn.row_factory = sqlite3.Row
     if journal not in ("wal", "delete"):
         raise ValueError(f"journal must be wal or delete, not {journal!r}")
-    conn.execute(f"PRAGMA journal_mode={journal.upper()}")
+    if journal == "delete":
+        # a ledger still in WAL mode (made on another disk) is converted without ever mapping its
+        # -shm file: in exclusive locking mode SQLite keeps the WAL index in its own memory
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("PRAGMA locking_mode=NORMAL")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # NORMAL takes effect: the lock goes
+    else:
+        conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(SCHEMA)
     _add_missing_columns(conn)
