@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,6 +127,28 @@ def test_a_read_only_cgroup_file_system_falls_back_with_the_reason(tmp_path):
         subprocess.run(["umount", str(ro / "freezer")], capture_output=True)
     assert not t.active
     assert "read-only" in t.describe() and "the gap" in t.describe(), t.describe()
+
+
+def test_a_user_who_is_not_root_falls_back_with_the_reason(tmp_path):
+    """Detection run as `nobody` (setpriv): no cgroup can be created without root or a delegated
+    subtree, and each hierarchy tried says so."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run the detection as another user")
+    root = Path(__file__).resolve().parent.parent
+    code = (
+        f"import sys; sys.path.insert(0, {str(root)!r}); from pathlib import Path; "
+        "from runner.supervision import cgroups; print(cgroups.detect(Path('/tmp/nobody-camp')).describe())"
+    )
+    res = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if res.returncode != 0:
+        pytest.skip(f"the tool cannot run as nobody here: {res.stderr.strip()[-200:]}")
+    assert "the gap" in res.stdout and "cgroups are not used" in res.stdout, res.stdout
+    assert "not root" in res.stdout or "no cgroup file system" in res.stdout, res.stdout
 
 
 # ---------------------------------------------------------------------------------------------
