@@ -225,3 +225,42 @@ def test_a_crashed_runners_leftover_cgroup_is_emptied_and_removed_at_start(camp,
     wait_for(lambda: not stale.exists(), timeout=5, what="the leftover cgroup removed")
     log = (camp / ".campaign" / "runner.log").read_text()
     assert "cgroups a previous runner left" in log and "gone-run.a3" in log, log[-2000:]
+
+
+def test_a_cgroup_named_in_the_run_folder_is_never_emptied(camp, monkeypatch):
+    """supervisor.json lies in the run folder, which the training script can write: a script that
+    names another cgroup there (here one holding an innocent process) must not get the runner to
+    kill it. The runner empties only the attempt's own cgroup, whose path it computes itself."""
+    t = tracking_or_skip(camp)
+    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "0.5")
+    assert t.root is not None
+    victim = t.root.parent / f"campaign-test-victim-{os.getpid()}"  # another campaign's, say
+    victim.mkdir()
+    innocent = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    (victim / "cgroup.procs").write_text(str(innocent.pid))
+    liar = DOUBLE_FORK.replace(
+        "os.wait()\n",
+        "os.wait()\nimport json\nsup = os.path.join(run_dir, 'supervisor.json')\n"
+        "while not os.path.exists(sup): time.sleep(0.02)\n"
+        "time.sleep(0.2)\nd = json.load(open(sup))\nd['cgroup'] = " + repr(str(victim)) + "\n"
+        "json.dump(d, open(sup + '.tmp', 'w')); os.replace(sup + '.tmp', sup)\n",
+    )
+    argv = script(camp, "liar.py", liar)
+    campaign_toml(camp, [("a", argv, "")], started_at=iso(time.time() - 3600))
+    c = load_campaign(camp)
+    try:
+        control.up(c)
+        rid = client.request(c, "start", variant="a")["run"]
+        run_dir = camp / "runs" / rid
+        pid = int(wait_for(lambda: (run_dir / "grandchild.pid").exists() and (run_dir / "grandchild.pid").read_text()))
+        sup = wait_for(
+            lambda: (d := json.loads((run_dir / "supervisor.json").read_text())).get("cgroup") == str(victim) and d
+        )
+        os.kill(sup["pid"], signal.SIGKILL)
+        wait_for(lambda: _gone(pid), timeout=10, what="the run's own grandchild stopped")
+        time.sleep(1.0)
+        assert innocent.poll() is None, "a process in a cgroup the run folder named was killed"
+    finally:
+        innocent.kill()
+        innocent.wait()
+        cgroups.stop_group(victim, 0.0)

@@ -22,7 +22,7 @@ from runner.supervision import cgroups, proctree
 class RunEnding(ManagerBase):
     """The run manager's part that closes runs whose supervisor is gone."""
 
-    def _stop_orphan(self, run_dir: Path, attempt: int) -> threading.Thread | None:
+    def _stop_orphan(self, run_dir: Path, attempt: int, run_id: str) -> threading.Thread | None:
         """A supervisor that died (SIGKILL, OOM) leaves its training process running with no rule
         judging it: stop the run's processes rather than let them hold a GPU unwatched — the
         training process's tree and group, and every process of the supervisor's last `tree.json`
@@ -32,10 +32,12 @@ class RunEnding(ManagerBase):
         sup = read_json(run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return None
-        cgroup = sup.get("cgroup")
-        if isinstance(cgroup, str) and self.tracking.active and Path(cgroup).is_dir():
-            # every process the run forked is in its cgroup, whatever it did with sessions
-            return self.stop_cgroup(Path(cgroup), self.grace) if cgroups.members(Path(cgroup)) else None
+        # every process the run forked is in its cgroup, whatever it did with sessions. The path is
+        # the runner's own, never one read from the run folder (which the training script can
+        # write: another cgroup named there must never be emptied)
+        cgroup = self.tracking.path_for(run_id, attempt)
+        if cgroup is not None and cgroups.members(cgroup):
+            return self.stop_cgroup(cgroup, self.grace)
         tracked = []
         tree = read_json(run_dir / "tree.json")
         if isinstance(tree, dict) and tree.get("attempt") == attempt and isinstance(tree.get("processes"), list):
@@ -139,7 +141,7 @@ class RunEnding(ManagerBase):
             tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
-        orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt) if exit_info is None else None
+        orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt, act.run_id) if exit_info is None else None
         if orphan is None:
             self.release_cgroup(act.run_id, act.attempt)
         if orphan is not None:
