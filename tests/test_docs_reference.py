@@ -200,3 +200,21 @@ def test_status_plan_verify_and_report_json_keys_on_a_real_campaign_are_in_cli_m
     _documented(retrieval, section(CLI_MD, "`retrieval --json`"), "retrieval --json")
     _documented(retrieval["files"][0], section(CLI_MD, "`retrieval --json`"), "retrieval --json files")
     assert time.time()  # the runner is stopped by the fixture
+
+
+def test_json_keys_across_hosts_are_in_cli_md(tmp_path, capsys):
+    """`plan --json` with [[host]] tables, and `report --json` over DEST as `pull FILE DEST` fills it."""
+    from helpers_hosts import pulled, two_host_brief
+
+    plan = _json_keys(
+        capsys, "plan", str(two_host_brief(tmp_path / "plan", variants={"control": {"host": "a"}})), "--json"
+    )
+    plan_md = section(CLI_MD, "`plan --json`")
+    _documented(plan, plan_md, "plan --json with hosts")
+    _documented(plan["hosts"][0], plan_md, "plan --json hosts")
+    dest = pulled(tmp_path, {"a": [dict(variant="control", config_hash="11111111", state="failed", checkpoint=False)]})
+    report = _json_keys(capsys, "report", str(dest), "--json")
+    report_md = section(CLI_MD, "`report --json`")
+    _documented(report, report_md, "report --json across hosts")
+    for row in report["hosts"] + report["rejected"] + report["planned_vs_actual"]:
+        _documented(row, report_md, "report --json across hosts, rows")

@@ -114,6 +114,9 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     by_key = runs(snap)
     assert {k.split("-")[0] for k in by_key} == {"a/control", "b/treat", "b/planted"}
     assert {h["host"]: h["reachable"] for h in snap["hosts"]} == {"a": True, "b": True}
+    cli_md = (Path(__file__).resolve().parent.parent / "docs" / "CLI.md").read_text(encoding="utf-8")
+    merged = set(snap) | {k for h in snap["hosts"] for k in h} | {"host", "key"}
+    assert not [k for k in merged if f"`{k}`" not in cli_md], "merged status keys docs/CLI.md does not name"
     assert {h["host"]: h["bundle"]["gpu"] for h in snap["hosts"]} == {"a": "RTX 4090", "b": "B200"}
 
     def planted_step(s):

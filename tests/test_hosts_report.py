@@ -8,66 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import time
-from pathlib import Path
 
-from helpers_report import CAMPAIGN_TOML, DECISION, VARIANT, add_run, make_campaign, open_writable
+from helpers_hosts import pulled
+from helpers_report import add_run, make_campaign, open_writable
 
-from runner.campaign.hosts import on_host
-from runner.campaign.model import CAMPAIGN_FILE, load_campaign
 from runner.cli import main as cli_main
-from runner.closing.hosts_report import host_ledger
-from runner.ledger.snapshot import rebase_paths, snapshot
-
-HOSTS = """
-[[host]]
-name = "a"
-ssh = "gpu-a"
-dir = "/srv/camp"
-
-[[host]]
-name = "b"
-ssh = "root@203.0.113.7"
-dir = "/srv/camp"
-gpu = "B200"
-price_usd = 120.0
-"""
-
-
-def campaign_text() -> str:
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 6 * 3600))
-    variants = (("control", "a"), ("rank16", "b"), ("rank64", "b"))
-    tables = "".join(VARIANT.format(name=n, category="essential", hours=10, extra=f'host = "{h}"') for n, h in variants)
-    text = CAMPAIGN_TOML.format(
-        started=started,
-        variants=", ".join(f'"{n}"' for n, _ in variants),
-        variant_tables=tables,
-        decision=DECISION,
-    )
-    return text + HOSTS
-
-
-def pulled(tmp_path: Path, runs: dict[str, list[dict]]) -> Path:
-    """DEST as `campaign pull FILE DEST` leaves it, from host folders with real ledgers."""
-    text = campaign_text()
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    (dest / CAMPAIGN_FILE).write_text(text, encoding="utf-8")
-    for host, host_runs in runs.items():
-        there = tmp_path / "hosts" / host  # the host's own campaign folder
-        there.mkdir(parents=True)
-        (there / CAMPAIGN_FILE).write_text(text, encoding="utf-8")
-        camp = on_host(load_campaign(there), host)
-        conn = open_writable(camp)
-        for kw in host_runs:
-            add_run(conn, camp, **kw)
-        conn.close()
-        shutil.copytree(there / "runs", dest / host / "runs")
-        copy = snapshot(camp.state_dir / "ledger.sqlite", host_ledger(dest, host))
-        rebase_paths(copy, str(there), str((dest / host).resolve()))
-        shutil.rmtree(there)  # the host is gone: only the pulled copies remain
-    return dest
 
 
 def test_report_across_hosts_writes_report_md_with_hosts_conclusion_and_gpu_warning(tmp_path, capsys):
