@@ -158,3 +158,52 @@ def test_group_patterns_reads_classes_escapes_and_nesting():
     assert [f.text for f in regex_findings(r"loss (?P<loss>\d+) tag (?P<tag>[a-z]+)")] == [
         "group 'tag' can never hold a number: it is never recorded"
     ]
+
+
+def test_the_count_survives_a_runner_restart_and_a_failed_write(tmp_path):
+    """The watcher adds each batch's count with the offset it stored: a restarted runner goes on
+    from there (nothing counted twice), and a batch the ledger could not store is counted again."""
+    from runner.daemon.status import run_row
+    from runner.daemon.watcher import RunWatch
+    from runner.ledger import store as L
+
+    run_dir = tmp_path / "runs" / "hf5-00000001"
+    run_dir.mkdir(parents=True)
+    led = L.Ledger(tmp_path / "l.sqlite")
+    run = {"id": "hf5-00000001", "variant": "hf5", "category": "essential", "config_hash": "00000001"}
+    run |= {"state": "running", "run_dir": str(run_dir), "planned_hours": 1, "attempts": 1}
+    led.insert_run(run)
+    log = run_dir / "output.log"
+    line = "{'loss': '5.381', 'grad_norm': '1.28'}\n"
+    log.write_text("starting\n" + line * 4)
+    w = RunWatch(led, run, root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None)
+    assert w.poll()
+    prog = L.progress(led.conn)["hf5-00000001"]
+    assert (prog["matched_no_numbers"], prog["lines"], prog["offset"]) == (4, 0, log.stat().st_size)
+
+    with log.open("a") as f:
+        f.write(line * 3)
+    real = led.record_metrics
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    led.record_metrics = full_disk  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        w.poll()
+    led.record_metrics = real  # type: ignore[method-assign]
+    assert w.poll()  # read again, counted once
+    w.close()
+    assert L.progress(led.conn)["hf5-00000001"]["matched_no_numbers"] == 7
+
+    with log.open("a") as f:
+        f.write(line * 2 + "{'loss': 'nan'}\n")
+    offset = L.progress(led.conn)["hf5-00000001"]["offset"]
+    w2 = RunWatch(led, run, root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None, offset=offset)
+    w2.poll()
+    w2.close()
+    prog = L.progress(led.conn)["hf5-00000001"]
+    assert prog["matched_no_numbers"] == 10
+    row = run_row(L.get_run(led.conn, run["id"]), None, {}, prog, [], 0.0)
+    assert row.matched_no_numbers == 10 and row.metrics_warning is not None
+    assert row.metrics_warning.startswith("metrics: 10 lines matched metrics_regex but gave no numbers (0 did)")
