@@ -64,7 +64,7 @@ class RunRow(msgspec.Struct):
     step_rate: Num
     rules: list[RuleState]
     # stdout lines the variant's metrics_regex/metrics_format matched without giving a number,
-    # and the warning in words once they outnumber the lines parsed (None: nothing to say)
+    # and the warning in words once 3 or more came and none parsed (None: nothing to say)
     matched_no_numbers: int = 0
     metrics_warning: str | None = None
 

@@ -129,9 +129,10 @@ EMPTY_MATCH_WARNING = 3  # lines matched without a number before it is said
 
 def empty_match_warning(matched_empty: int, parsed: int, metrics_format: str | None = None) -> str | None:
     """The plain words for a regex (or format) that matches lines yet gives no number from them,
-    once it matched more such lines than it parsed (None: nothing to say). One wording for
-    output.log, `campaign status` and the console."""
-    if matched_empty < EMPTY_MATCH_WARNING or matched_empty <= parsed:
+    once it matched a few such lines and parsed none (None: nothing to say; a regex that also
+    matches other output while its metric lines parse is left alone). One wording for output.log,
+    `campaign status` and the console."""
+    if matched_empty < EMPTY_MATCH_WARNING or parsed > 0:
         return None
     what = f'metrics_format = "{metrics_format}"' if metrics_format else "metrics_regex"
     hint = (
@@ -139,7 +140,7 @@ def empty_match_warning(matched_empty: int, parsed: int, metrics_format: str | N
         if metrics_format
         else 'check its named groups, e.g. (?P<loss>[-+.0-9eE]+); HF Trainer lines: metrics_format = "hf"'
     )
-    return f"metrics: {matched_empty} lines matched {what} but gave no numbers ({parsed} did): {hint}"
+    return f"metrics: {matched_empty} lines matched {what} but gave no numbers: {hint}"
 
 
 def line_parser(metrics_regex: str | None, metrics_format: str | None = None) -> LineParser | None:
