@@ -264,3 +264,53 @@ def test_a_cgroup_named_in_the_run_folder_is_never_emptied(camp, monkeypatch):
         innocent.kill()
         innocent.wait()
         cgroups.stop_group(victim, 0.0)
+
+
+def test_without_cgroups_a_process_the_run_folder_names_is_stopped_only_if_it_is_the_runs(camp, monkeypatch):
+    """Without cgroups the runner reads tree.json and supervisor.json, which the training script
+    can write. A script that lists an innocent process there (and its group as the run's) must not
+    get it killed: only processes carrying this attempt's environment are stopped."""
+    monkeypatch.setenv(cgroups.ENV, "subreaper")
+    monkeypatch.setenv("CAMPAIGN_GRACE_SECONDS", "0.5")
+    innocent = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    ident = [innocent.pid, psutil.Process(innocent.pid).create_time()]
+    lie = f"""
+import json
+gpid = None
+while gpid is None or str(gpid) not in open(os.path.join(run_dir, "tree.json")).read():
+    time.sleep(0.05)
+    try:
+        gpid = int(open(os.path.join(run_dir, "grandchild.pid")).read())
+    except (OSError, ValueError):
+        pass
+for name in ("tree.json", "supervisor.json"):
+    path = os.path.join(run_dir, name)
+    d = json.load(open(path))
+    if name == "tree.json":
+        d["processes"].append({ident!r})
+    else:
+        d["pgid"] = {innocent.pid}
+    json.dump(d, open(path + ".x", "w"))
+    os.replace(path + ".x", path)
+"""
+    liar = DOUBLE_FORK.replace("os.wait()\n", "os.wait()\n" + lie)
+    argv = script(camp, "liar.py", liar)
+    campaign_toml(camp, [("a", argv, "")], started_at=iso(time.time() - 3600))
+    c = load_campaign(camp)
+    try:
+        control.up(c)
+        rid = client.request(c, "start", variant="a")["run"]
+        run_dir = camp / "runs" / rid
+        pid = int(wait_for(lambda: (run_dir / "grandchild.pid").exists() and (run_dir / "grandchild.pid").read_text()))
+        wait_for(lambda: str(innocent.pid) in (run_dir / "tree.json").read_text(), what="the lie in tree.json")
+        sup = wait_for(
+            lambda: (d := json.loads((run_dir / "supervisor.json").read_text()))["pgid"] == innocent.pid and d,
+            what="the lie in supervisor.json",
+        )
+        os.kill(sup["pid"], signal.SIGKILL)
+        wait_for(lambda: _gone(pid), timeout=15, what="the run's own grandchild stopped")
+        time.sleep(1.0)
+        assert innocent.poll() is None, "a process the run folder named, not the run's, was killed"
+    finally:
+        innocent.kill()
+        innocent.wait()

@@ -27,8 +27,11 @@ class RunEnding(ManagerBase):
         judging it: stop the run's processes rather than let them hold a GPU unwatched — the
         training process's tree and group, and every process of the supervisor's last `tree.json`
         still alive (setsid'd grandchildren; those of a training process already dead of the broken
-        pipe), each identity checked by pid and start time. Returns the thread doing it (None when
-        nothing was running)."""
+        pipe), each identity checked by pid and start time, and each only if its environment says it
+        is this attempt's (`CAMPAIGN_RUN_ID`, `CAMPAIGN_ATTEMPT`): supervisor.json and tree.json lie
+        in the run folder, which the training script can write, and a process or group named there
+        that is not the run's is never signalled. Returns the thread doing it (None when nothing
+        was running)."""
         sup = read_json(run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return None
@@ -44,10 +47,10 @@ class RunEnding(ManagerBase):
             for item in tree["processes"]:
                 if isinstance(item, list) and len(item) == 2:
                     p = proctree.process_of(item[0], item[1])
-                    if p is not None and not proctree.gone(p):
+                    if p is not None and not proctree.gone(p) and _of_attempt(p, run_id, attempt):
                         tracked.append(p)
         child = proctree.process_of(sup.get("child_pid"), sup.get("child_create_time"))
-        if child is not None and proctree.gone(child):
+        if child is not None and (proctree.gone(child) or not _of_attempt(child, run_id, attempt)):
             child = None
         if child is None and not tracked:
             return None
@@ -55,7 +58,8 @@ class RunEnding(ManagerBase):
         args: tuple[Any, ...]
         kwargs: dict[str, Any] = {}
         if child is not None:
-            target, args = proctree.stop_tree, (child.pid, sup.get("pgid") or child.pid, self.grace)
+            # the supervisor starts it in a session of its own: its group is its pid, whatever the file says
+            target, args = proctree.stop_tree, (child.pid, child.pid, self.grace)
             kwargs = {"tracked": tracked}
         else:  # never pass a dead pid as a root: the number may belong to someone else by now
             target, args = proctree.stop_tracked, (tracked, self.grace)
@@ -188,6 +192,17 @@ class RunEnding(ManagerBase):
         for k in act.slot_keys:
             if self.busy.get(k) == act.run_id:
                 del self.busy[k]
+
+
+def _of_attempt(p: Any, run_id: str, attempt: int) -> bool:
+    """The process carries this attempt's environment (the supervisor gives it to the training
+    process; its children inherit it). One that cleared its environment is not stopped: the gap of
+    hosts without cgroups, stated in status."""
+    try:
+        env = p.environ()
+    except Exception:  # gone, a zombie, or not readable
+        return False
+    return env.get("CAMPAIGN_RUN_ID") == run_id and env.get("CAMPAIGN_ATTEMPT") == str(attempt)
 
 
 def _tail_lines(path: Path, max_bytes: int = 4096) -> list[str]:
