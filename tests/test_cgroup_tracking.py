@@ -314,3 +314,35 @@ for name in ("tree.json", "supervisor.json"):
     finally:
         innocent.kill()
         innocent.wait()
+
+
+def test_a_runner_killed_with_a_live_run_keeps_its_cgroup_and_removes_it_at_the_end(camp, monkeypatch):
+    """A runner SIGKILLed while a run goes on: the next runner re-adopts the run, keeps its cgroup
+    (the sweep of leftovers spares it) and removes it once the run has ended."""
+    t = tracking_or_skip(camp)
+    argv = script(
+        camp,
+        "slow.py",
+        "import os, time\nwhile not os.path.exists(os.path.join(os.environ['CAMPAIGN_RUN_DIR'], 'go')):\n"
+        "    time.sleep(0.05)\n",
+    )
+    campaign_toml(camp, [("a", argv, "")], started_at=iso(time.time() - 3600))
+    c = load_campaign(camp)
+    control.up(c)
+    rid = client.request(c, "start", variant="a")["run"]
+    run_dir = camp / "runs" / rid
+    group = t.path_for(rid, 1)
+    assert group is not None
+    sup = json.loads(
+        wait_for(lambda: (run_dir / "supervisor.json").exists() and (run_dir / "supervisor.json").read_text())
+    )
+    assert sup["child_pid"] in cgroups.members(group)
+    runner_pid = json.loads((camp / ".campaign" / "runner.pid").read_text())["pid"]
+    os.kill(runner_pid, signal.SIGKILL)
+    wait_for(lambda: _gone(runner_pid), what="the runner killed")
+    control.up(c)
+    wait_for(lambda: "re-adopted" in (camp / ".campaign" / "runner.log").read_text(), what="the run re-adopted")
+    assert group.is_dir() and sup["child_pid"] in cgroups.members(group)  # kept, with its run in it
+    (run_dir / "go").write_text("")
+    wait_for(lambda: run_of(client.request(c, "status"), "a")["state"] == "finished", timeout=30)
+    wait_for(lambda: not group.exists(), timeout=5, what="the re-adopted run's cgroup removed at its end")
