@@ -1,8 +1,10 @@
 """The project's own files (`campaign_train.checkpoint`): a `campaign-checkpoint/1` sidecar beside them.
 
-Size and sha256 must match the sidecar (streamed), the file must load with weights_only, and every
-part the sidecar lists must be there and make sense. A data position that never moved over many
-steps is named: a loader whose position is not recorded resumes from the wrong batch.
+Size and sha256 must match the sidecar, the file must load with weights_only (memory-mapped), and every
+part the sidecar lists must be there and make sense. The sha256 and the weights' NaN/inf check come
+from one sequential pass over the file (`file_pass`): a many-GB checkpoint is read from disk once.
+A data position that never moved over many steps is named: a loader whose position is not recorded
+resumes from the wrong batch.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from runner.grading import file_pass
 from runner.grading import torch_files as tf
 from runner.grading.result import FORMAT, Format, GradeResult, Part
 
@@ -44,15 +47,26 @@ def grade_own(path: Path, sidecar: dict | None, res: GradeResult, state: Any = N
     """`sidecar` None: the file is ours (its format key says so) but the save never completed."""
     res.format = Format.CAMPAIGN
     size = path.stat().st_size
+    check_sha = False
     if sidecar is None:
         res.problem("its sidecar is missing: the save did not complete")
         sidecar = {"holds": state.get("holds"), "step": (state.get("progress") or {}).get("step")}
     elif sidecar.get("bytes") != size:
         res.problem(f"the file has {size} bytes, its sidecar says {sidecar.get('bytes')}: truncated or rewritten")
-    elif sidecar.get("sha256") != tf.sha256_file(path):
-        res.problem("its sha256 does not match the sidecar: the file changed after it was written")
+    else:
+        check_sha = True
+    loading = GradeResult(path=res.path)  # its problems follow the sha256's, as the checks read
     if state is None:
-        state = tf.load(path, res)
+        state = tf.load(path, loading)  # mmap'd: the tensors' bytes are read by the pass below
+    model = state.get("model") if isinstance(state, dict) and state.get("format") == FORMAT else None
+    # one pass over the file: the sha256 and the weights' NaN/inf check from the same reads
+    scan = file_pass.scan_tensors(
+        model if isinstance(model, dict) and tf.is_state_dict(model) else {}, sha256_of=path if check_sha else None
+    )
+    if check_sha and sidecar.get("sha256") != scan.sha256:
+        res.problem("its sha256 does not match the sidecar: the file changed after it was written")
+    for text in loading.problems:
+        res.problem(text)
     if state is None:
         return
     if not isinstance(state, dict) or state.get("format") != FORMAT:
@@ -67,7 +81,7 @@ def grade_own(path: Path, sidecar: dict | None, res: GradeResult, state: Any = N
             continue
         value = state[name]
         if part is Part.MODEL:
-            ok = tf.check_model(value, res)
+            ok = tf.check_model(value, res, nonfinite=scan.nonfinite if value is model else None)
         elif part is Part.OPTIMIZER:
             model = state.get("model") if tf.is_state_dict(state.get("model")) else None
             ok = tf.check_optimizer(value, model, res)

@@ -3,8 +3,9 @@ sharded weights through their index (`*.safetensors.index.json`, `pytorch_model.
 
 The header is read by hand (the format is a length and JSON, no package needed); every tensor must
 lie inside the file with the size its shape and dtype give, and the data must be covered without
-holes. Values are checked for NaN/inf tensor by tensor, streamed through a fixed buffer, so a
-many-GB file costs a few tens of MB of memory.
+holes. Values are checked for NaN/inf in one sequential pass over the memory-mapped file
+(`file_pass`), a chunk's pages handed back once checked, so a many-GB file costs a few tens of MB of
+memory and about one read of the file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from runner.grading import file_pass
 from runner.grading import torch_files as tf
 from runner.grading.result import Format, GradeResult, Part
 
@@ -53,7 +55,6 @@ _FLOAT_TORCH = {
     "F8_E8M0": "float8_e8m0fnu",
 }
 MAX_HEADER = 100 << 20
-CHUNK_BYTES = 32 << 20
 INDEX_SUFFIX = ".index.json"
 
 
@@ -123,34 +124,17 @@ def read_header(path: Path, res: GradeResult) -> tuple[dict[str, Any], int] | No
 
 
 def _nonfinite(path: Path, tensors: dict[str, Any], base: int) -> list[str]:
+    """The float tensors holding NaN or inf, in header order: one sequential pass over the file."""
     import torch
 
-    bad = []
-    buf = bytearray(CHUNK_BYTES)
-    with open(path, "rb", buffering=0) as f:
-        for tname, meta in tensors.items():
-            tdtype = getattr(torch, _FLOAT_TORCH.get(meta["dtype"], ""), None)
-            if tdtype is None:
-                continue
+    regions = []
+    for tname, meta in tensors.items():
+        tdtype = getattr(torch, _FLOAT_TORCH.get(meta["dtype"], ""), None)  # None: not value-checked
+        if isinstance(tdtype, torch.dtype):
             start, end = meta["data_offsets"]
-            size = torch.empty((), dtype=tdtype).element_size()
-            step = CHUNK_BYTES // size * size
-            f.seek(base + start)
-            left = end - start
-            while left > 0:
-                n = f.readinto(memoryview(buf)[: min(step, left)])
-                if not n:
-                    break
-                left -= n
-                t = torch.frombuffer(buf, dtype=tdtype, count=n // size)
-                try:
-                    finite = bool(t.isfinite().all())
-                except (RuntimeError, NotImplementedError):  # float8 kinds: checked widened
-                    finite = bool(t.float().isfinite().all())
-                if not finite:
-                    bad.append(tname)
-                    break
-    return bad
+            regions.append(file_pass.Region(tname, base + start, end - start, tdtype))
+    bad = set(file_pass.read_once(path, regions).nonfinite)
+    return [t for t in tensors if t in bad]
 
 
 def check_file(path: Path, res: GradeResult) -> dict[str, Any] | None:

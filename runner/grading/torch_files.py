@@ -1,8 +1,8 @@
 """Loading torch files safely and checking the parts they hold, with bounded memory.
 
 Every load is `torch.load(weights_only=True)`, memory-mapped where the file is a zip archive, so a
-many-GB checkpoint costs address space, not resident memory: pages a check has read are handed
-back to the kernel (`madvise(MADV_DONTNEED)` on the private, clean mapping) as it goes.
+many-GB checkpoint costs address space, not resident memory; its tensors' values are checked in one
+sequential pass over the file (`file_pass`), which hands each chunk's pages back as it goes.
 The only objects beyond tensors and plain values ever allowed are the NumPy types a random-number
 state holds (`numpy_rng_globals`), named one by one, never a blanket unpickle.
 Imports: the stdlib and torch (NumPy only when a file holds NumPy state).
@@ -11,28 +11,11 @@ Imports: the stdlib and torch (NumPy only when a file holds NumPy state).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import hashlib
-import mmap
 from pathlib import Path
 from typing import Any
 
+from runner.grading import file_pass
 from runner.grading.result import GradeResult, Part
-
-CHUNK_ELEMENTS = 1 << 24  # elements checked per step (64 MB of float32)
-_PAGE = mmap.PAGESIZE
-_MADV_DONTNEED = 4
-
-
-def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
-    """Streamed: a fixed buffer whatever the size of the file."""
-    h = hashlib.sha256()
-    buf = bytearray(chunk)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
 
 
 def numpy_rng_globals() -> list[Any]:
@@ -105,57 +88,13 @@ def is_state_dict(obj: Any) -> bool:
     )
 
 
-def _release(start: int, length: int) -> None:
-    """Give back the resident pages of a checked, memory-mapped range (Linux; best effort)."""
-    lo = (start + _PAGE - 1) // _PAGE * _PAGE
-    hi = (start + length) // _PAGE * _PAGE
-    if hi > lo:
-        try:
-            ctypes.CDLL(None).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_DONTNEED)
-        except (AttributeError, OSError):
-            pass
-
-
-def _file_backed(addr: int) -> bool:
-    """Whether `addr` lies in a mapping of a file (an mmap'd checkpoint), never anonymous memory:
-    only such pages can be handed back and read again from the file."""
-    try:
-        with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
-            for line in f:
-                parts = line.split(maxsplit=5)
-                lo, _, hi = parts[0].partition("-")
-                if int(lo, 16) <= addr < int(hi, 16):
-                    return len(parts) == 6 and parts[5].startswith("/")
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
-def all_finite(t: Any) -> bool:
-    """Checked in chunks, each chunk's pages handed back once read: never a bool copy of a whole
-    many-GB tensor, never the whole file resident."""
-    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
-        return True
-    flat = t.reshape(-1)
-    size = t.element_size()
-    base = flat.data_ptr()
-    mapped = flat.is_contiguous() and not flat.is_cuda and _file_backed(base)
-    for i in range(0, flat.numel(), CHUNK_ELEMENTS):
-        chunk = flat[i : i + CHUNK_ELEMENTS]
-        finite = bool(chunk.isfinite().all())
-        if mapped:
-            _release(base + i * size, chunk.numel() * size)
-        if not finite:
-            return False
-    return True
-
-
-def check_model(sd: Any, result: GradeResult, where: str = "") -> bool:
-    """Named tensors, all finite. Non-finite weights are a named problem (no use as a resume point)."""
+def check_model(sd: Any, result: GradeResult, where: str = "", nonfinite: list[str] | None = None) -> bool:
+    """Named tensors, all finite. Non-finite weights are a named problem (no use as a resume point).
+    `nonfinite`: what a pass over the file already found (`file_pass.scan_tensors`), else scanned here."""
     if not is_state_dict(sd):
         result.problem(f"{where}the model part is not a state dict of named tensors")
         return False
-    bad = [name for name, t in sd.items() if not all_finite(t)]
+    bad = file_pass.scan_tensors(sd).nonfinite if nonfinite is None else nonfinite
     if bad:
         result.problem(
             f"{where}the weights hold non-finite values (NaN or inf) in {len(bad)} tensor(s): {', '.join(bad[:5])}"
