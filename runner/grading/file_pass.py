@@ -19,6 +19,7 @@ import hashlib
 import mmap
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,63 +131,83 @@ def _check(view: memoryview, dtype: Any) -> bool:
     return finite(torch.frombuffer(view, dtype=dtype))
 
 
+class _Regions:
+    """The regions met so far and how far each is checked (a region may span many chunks; an
+    element cut by a chunk's end is checked with the next chunk)."""
+
+    def __init__(self, regions: Iterable[Region]) -> None:
+        import torch
+
+        self.todo = sorted(
+            (r for r in regions if r.nbytes and (r.dtype.is_floating_point or r.dtype.is_complex)),
+            key=lambda r: r.start,
+        )
+        self.sizes = {r.dtype: torch.empty((), dtype=r.dtype).element_size() for r in self.todo}
+        self.done = {r: r.start for r in self.todo}
+        self.active: list[Region] = []
+        self.next = 0
+        self.bad: list[Region] = []
+
+    def check_up_to(self, view: memoryview, c1: int) -> None:
+        """Checks every region's whole elements that lie before byte `c1`."""
+        while self.next < len(self.todo) and self.todo[self.next].start < c1:
+            self.active.append(self.todo[self.next])
+            self.next += 1
+        for r in self.active:
+            es, stop = self.sizes[r.dtype], r.start + r.nbytes
+            end = min(stop, r.start + (c1 - r.start) // es * es)
+            if end > self.done[r]:
+                if not _check(view[self.done[r] : end], r.dtype):
+                    self.bad.append(r)
+                    end = stop  # one finding is enough: the rest is skipped
+                self.done[r] = end
+        self.active = [r for r in self.active if self.done[r] < r.start + r.nbytes]
+
+    def nonfinite(self) -> list[str]:
+        order = {r: i for i, r in enumerate(self.todo)}
+        return list(dict.fromkeys(r.name for r in sorted(self.bad, key=order.__getitem__)))
+
+
 def read_once(path: Path, regions: Iterable[Region], *, sha256: bool = False, chunk: int | None = None) -> PassResult:
     """Walks `path` once, front to back: the sha256 of all of it (when `sha256`) and the names of
     the float regions holding a NaN or an inf. Without `sha256`, only the span the regions cover
-    is read."""
-    import torch
-
+    is read. The hash runs in a second thread over the same mapped chunk (hashlib lets go of the
+    GIL), beside the check: the chunk's pages are read from disk once for both."""
     chunk = chunk or CHUNK_BYTES
-    todo = sorted(
-        (r for r in regions if r.nbytes and (r.dtype.is_floating_point or r.dtype.is_complex)),
-        key=lambda r: r.start,
-    )
-    res = PassResult()
+    regs = _Regions(regions)
     h = hashlib.sha256() if sha256 else None
     size = path.stat().st_size
-    if size == 0:
-        res.sha256 = h.hexdigest() if h else None
-        return res
+    todo = regs.todo
     lo = 0 if h else (min(r.start for r in todo) // chunk * chunk if todo else size)
     hi = size if h else max((r.start + r.nbytes for r in todo), default=0)
-    sizes = {r.dtype: torch.empty((), dtype=r.dtype).element_size() for r in todo}
-    done = {r: r.start for r in todo}  # how far each region is checked
-    bad: list[Region] = []
+    res = PassResult(sha256=h.hexdigest() if h and size == 0 else None)
+    if hi <= lo:
+        return res
     with open(path, "rb") as f:
-        os.posix_fadvise(f.fileno(), lo, max(hi - lo, 0), os.POSIX_FADV_SEQUENTIAL)
+        os.posix_fadvise(f.fileno(), lo, hi - lo, os.POSIX_FADV_SEQUENTIAL)
         m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # private, never written: pages stay clean
     view = memoryview(m)
+    hasher = ThreadPoolExecutor(1, thread_name_prefix="sha256") if h else None
     try:
         m.madvise(mmap.MADV_SEQUENTIAL)
-        nxt = 0  # the first region not yet started
-        active: list[Region] = []
         for c0 in range(lo, hi, chunk):
             c1 = min(c0 + chunk, hi)
             if c1 < hi:
-                m.madvise(mmap.MADV_WILLNEED, c1, min(chunk, hi - c1))
-            if h is not None:
-                h.update(view[c0:c1])
-            while nxt < len(todo) and todo[nxt].start < c1:
-                active.append(todo[nxt])
-                nxt += 1
-            for r in active:
-                es = sizes[r.dtype]
-                end = min(r.start + r.nbytes, r.start + (c1 - r.start) // es * es)
-                if end > done[r]:
-                    if not _check(view[done[r] : end], r.dtype):
-                        bad.append(r)
-                        end = r.start + r.nbytes  # one finding is enough: the rest is skipped
-                    done[r] = end
-            active = [r for r in active if done[r] < r.start + r.nbytes]
-            m.madvise(mmap.MADV_DONTNEED, c0, c1 - c0)
+                m.madvise(mmap.MADV_WILLNEED, c1, min(chunk, hi - c1))  # the disk reads on meanwhile
+            hashed = hasher.submit(h.update, view[c0:c1]) if hasher and h else None
+            regs.check_up_to(view, c1)
+            if hashed is not None:
+                hashed.result()
+            m.madvise(mmap.MADV_DONTNEED, c0, c1 - c0)  # resident memory stays about one chunk
             res.bytes_read += c1 - c0
     finally:
+        if hasher is not None:
+            hasher.shutdown()
         try:
             view.release()
             m.close()
         except BufferError:  # a tensor of a failed check still holds the mapping: freed with it
             pass
     res.sha256 = h.hexdigest() if h else None
-    order = {r: i for i, r in enumerate(todo)}
-    res.nonfinite = list(dict.fromkeys(r.name for r in sorted(bad, key=order.__getitem__)))
+    res.nonfinite = regs.nonfinite()
     return res
