@@ -22,6 +22,7 @@ TORCH_ALLOWED = (
     "runner.grading.checkpoint_grade",
     # the graders by format (the child `checkpoint_grade` runs); `client` and `result` stay torch-free
     "runner.grading.dicts",
+    "runner.grading.file_pass",
     "runner.grading.distributed",
     "runner.grading.safetensors_format",
     "runner.grading.torch_files",

@@ -69,7 +69,7 @@ def _mapped_files() -> list[tuple[int, int, int, str]]:
         with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as f:
             for line in f:
                 parts = line.rstrip("\n").split(maxsplit=5)
-                if len(parts) == 6 and parts[5].startswith("/"):
+                if len(parts) == 6 and parts[5].startswith("/") and not parts[5].endswith(" (deleted)"):
                     lo, _, hi = parts[0].partition("-")
                     out.append((int(lo, 16), int(hi, 16), int(parts[2], 16), parts[5]))
     except (OSError, ValueError):
