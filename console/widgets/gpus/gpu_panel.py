@@ -7,10 +7,10 @@ unavailable it says why and shows the host's CPU, memory and free disk instead.
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from console.fmt import fmt_bytes
 from console.gpu_sampler import GpuReading
+from console.widgets.quiet_static import QuietStatic
 
 
 def bar(percent: float | None, width: int = 8) -> Text:
@@ -77,13 +77,13 @@ def gpu_lines(reading: GpuReading) -> Text:
     return out
 
 
-class GpuPanel(Static):
+class GpuPanel(QuietStatic):
     DEFAULT_CSS = """
     GpuPanel { height: auto; max-height: 5; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def show(self, reading: GpuReading | None) -> None:
         if reading is None:
-            self.update(Text("GPUs: sampling…", style="dim"))
+            self.put(Text("GPUs: sampling…", style="dim"))
             return
-        self.update(gpu_lines(reading))
+        self.put(gpu_lines(reading))

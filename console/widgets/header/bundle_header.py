@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as dt
 
 from rich.text import Text
-from textual.widgets import Static
 
 from console.expiry import LEVELS, Expiry
 from console.fmt import fmt_iso_local, fmt_span
+from console.widgets.quiet_static import QuietStatic
 
 
-class BundleHeader(Static):
+class BundleHeader(QuietStatic):
     DEFAULT_CSS = """
     BundleHeader { height: 1; padding: 0 1; background: $primary-darken-2; color: $text; text-wrap: nowrap; text-overflow: ellipsis; }
     BundleHeader.-warning { background: $warning-darken-2; }
@@ -46,6 +46,6 @@ class BundleHeader(Static):
         if snapshot.get("retrieval"):
             text.append(" ✓ retrieved", style="bold")
         text.append(f" │ {name}")
-        self.update(text)
+        self.put(text)
         for level in LEVELS:
             self.set_class(level == expiry.level, f"-{level}")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import Static
 
 from console.fmt import fmt_span
+from console.widgets.quiet_static import QuietStatic
 
 LEVEL_STYLE = {"ok": "green", "warning": "bold yellow", "critical": "bold red", "expired": "bold reverse red"}
 
@@ -44,7 +44,7 @@ def host_line(h: dict, now: float) -> Text:
     return line
 
 
-class HostsPanel(Static):
+class HostsPanel(QuietStatic):
     DEFAULT_CSS = """
     HostsPanel { height: auto; max-height: 8; padding: 0 1; display: none; }
     HostsPanel.-shown { display: block; }
@@ -59,4 +59,4 @@ class HostsPanel(Static):
             if i:
                 text.append("\n")
             text.append_text(host_line(h, now))
-        self.update(text)
+        self.put(text)

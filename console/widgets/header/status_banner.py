@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from console.expiry import Expiry
 from console.fmt import fmt_span
 from console.pilot_view import awaiting, banner_text
 from console.retrieval import verified_text
+from console.widgets.quiet_static import QuietStatic
 
 MESSAGES = {
     "warning": "WARNING: {to_retrieve} to the retrieval deadline — see what must leave the host (f)",
@@ -19,7 +19,7 @@ MESSAGES = {
 }
 
 
-class ExpiryBanner(Static):
+class ExpiryBanner(QuietStatic):
     DEFAULT_CSS = """
     ExpiryBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
     ExpiryBanner.-warning { display: block; background: $warning; color: $text; }
@@ -36,7 +36,7 @@ class ExpiryBanner(Static):
         done = verified_text(retrieval, tz) if expiry.level in ("warning", "critical", "expired") else None
         self.set_class(done is not None, "-verified")
         if done is not None:
-            self.update(
+            self.put(
                 Text(
                     done.replace("retrieved and verified", "RETRIEVED AND VERIFIED", 1),
                     no_wrap=True,
@@ -46,7 +46,7 @@ class ExpiryBanner(Static):
             return
         template = MESSAGES.get(expiry.level)
         if template:
-            self.update(
+            self.put(
                 Text(
                     template.format(
                         to_retrieve=fmt_span(expiry.to_retrieve_seconds), remaining=fmt_span(expiry.remaining_seconds)
@@ -57,7 +57,7 @@ class ExpiryBanner(Static):
             )
 
 
-class ConnectionBanner(Static):
+class ConnectionBanner(QuietStatic):
     DEFAULT_CSS = """
     ConnectionBanner { height: auto; max-height: 2; padding: 0 1; display: none; background: $error-darken-2; }
     ConnectionBanner.-down { display: block; }
@@ -73,12 +73,12 @@ class ConnectionBanner(Static):
             return
         ago = f"; last answer {fmt_span(now - last_seen)} ago" if last_seen else ""
         lead = f" — {hint}" if hint else ""
-        self.update(
+        self.put(
             Text(f"runner not answering, reconnecting (try {tries}){lead}{ago}: {down_reason}", overflow="ellipsis")
         )
 
 
-class PilotBanner(Static):
+class PilotBanner(QuietStatic):
     DEFAULT_CSS = """
     PilotBanner { height: 1; padding: 0 1; display: none; text-wrap: nowrap; text-overflow: ellipsis; }
     PilotBanner.-awaiting { display: block; background: $accent; color: $text; }
@@ -91,10 +91,10 @@ class PilotBanner(Static):
         self.set_class(text is not None and not awaiting(pilot), "-decided")
         if text is not None:
             text.no_wrap, text.overflow = True, "ellipsis"
-            self.update(text)
+            self.put(text)
 
 
-class NotifyBanner(Static):
+class NotifyBanner(QuietStatic):
     """Shown while a `[notify]` URL fails: a warning that would not reach the user must be seen here."""
 
     DEFAULT_CSS = """
@@ -108,7 +108,7 @@ class NotifyBanner(Static):
         if failing:
             first = failing[0]
             more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
-            self.update(
+            self.put(
                 Text(
                     f"notifications FAILING to {first.get('url')}{more}: {first.get('error') or 'no answer'} "
                     "— `campaign notify-test` to check",
@@ -118,7 +118,7 @@ class NotifyBanner(Static):
             )
 
 
-class WrapUpBanner(Static):
+class WrapUpBanner(QuietStatic):
     """The wrap-up's countdown, then its progress (console/wrapup_view.py)."""
 
     DEFAULT_CSS = """
@@ -135,4 +135,4 @@ class WrapUpBanner(Static):
         self.set_class(text is not None and (wrap or {}).get("phase") == "scheduled", "-shown")
         self.set_class(text is not None and (wrap or {}).get("phase") != "scheduled", "-active")
         if text is not None:
-            self.update(Text(text, no_wrap=True, overflow="ellipsis"))
+            self.put(Text(text, no_wrap=True, overflow="ellipsis"))

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
@@ -30,6 +32,7 @@ SCROLLBAR = 1  # kept free for the vertical scrollbar, so no row ever scrolls si
 FULL_RULES_MIN = 24  # the full layout is used when its rules column would get this much
 RULES_MIN = 8
 ID_MAX = 30
+RENDERED_MAX = 8192  # rendered cells kept (a few per listed cell: with and without the cursor)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,10 @@ class RunsTable(DataTable):
     """
 
     def __init__(self, *args, **kwargs) -> None:
+        # rendered cells, kept while the cell holds the same value (see _render_cell); set first:
+        # DataTable's constructor already clears caches
+        self._rendered: dict[tuple, tuple[object, object]] = {}
+        self.cells_rendered = 0  # cells rendered by DataTable (tests count them)
         super().__init__(*args, cell_padding=0, **kwargs)
         self.selection = RunSelection()
         self._shape: Shape | None = None
@@ -233,6 +240,47 @@ class RunsTable(DataTable):
         if selected is not None and selected in self.rows:
             self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
             self.scroll_to(y=scroll_y, animate=False)
+
+    # -- drawing --------------------------------------------------------------------------------
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> Any:
+        """DataTable renders every visible cell again after any `update_cell` (its cache is keyed
+        by a table-wide update count), so one changed step made the whole table render again each
+        second. Here a rendered cell is kept while the cell holds the very same value (cells are
+        replaced, never changed in place), so a tick renders only the cells that changed."""
+        if row_index < 0 or column_index < 0:  # the header row: DataTable's own cache
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        value = self._data.get(row_key, {}).get(column_key) if row_key and column_key else None
+        key = (
+            *(row_key, column_key, row_index, base_style, width, cursor, hover),
+            *(self._show_hover_cursor, self._pseudo_class_state, self.show_cursor),
+        )
+        hit = self._rendered.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        if len(self._rendered) >= RENDERED_MAX:
+            self._rendered.clear()
+        self._rendered[key] = (value, lines)
+        self.cells_rendered += 1
+        return lines
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self._rendered.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rendered.clear()
 
     def on_resize(self, event: events.Resize) -> None:
         if self.selection.rows:
