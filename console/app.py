@@ -159,10 +159,8 @@ class CampaignConsole(App):
             tz=self.tz,
             changed=changed,
         )
-        # curves that became drawable on this tick (a new selection, the first frame): read now
-        missing: dict[str, str | None] = {
-            rid: d for rid, d in plot.wanted().items() if d and rid not in plot.tails.tails
-        }
+        # curves shown from this tick on (a new selection, the first frame), read to their end now
+        missing: dict[str, str | None] = {rid: d for rid, d in plot.wanted().items() if d and rid not in batch}
         if missing:
             plot.apply(await asyncio.to_thread(plot.tails.read, missing))
         self.ticks += 1

@@ -3,8 +3,10 @@
 NVML is initialised once (`runner.daemon.nvml.Nvml` keeps the device handles); utilisation, memory,
 temperature and power are read every tick, the process list (milliseconds a call) only every
 `process_every` seconds. GPU processes are mapped to run ids through each run's pid and its
-descendants (psutil). Where NVML is unavailable, the host's CPU, memory and the free disk of the
-campaign folder are sampled instead, so the panel still says something useful.
+descendants (psutil, a walk of every process on the host): done when the process list is read or
+the runs' pids change, not every tick. Where NVML is unavailable, the host's CPU, memory and the
+free disk of the campaign folder are sampled instead, every `HOST_EVERY` seconds, so the panel
+still says something useful without costing an idle console a repaint each second.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pathlib import Path
 import psutil
 
 from runner.daemon.nvml import GpuProcess, GpuSample, Nvml
+
+HOST_EVERY = 5.0  # seconds between host samples where NVML is unavailable
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,10 @@ class GpuSampler:
         self._last_proc_at: float | None = None
         self._procs: list[GpuProcess] = []
         self.process_polls = 0
+        self._owners: dict[int, str] = {}
+        self._owners_for: dict[str, int | None] | None = None  # the run pids `_owners` was mapped from
+        self._host: HostSample | None = None
+        self._host_at = 0.0
 
     @property
     def nvml(self) -> Nvml:
@@ -112,14 +120,20 @@ class GpuSampler:
     def read(self, run_pids: dict[str, int | None], folder: str | Path | None) -> GpuReading:
         nv = self.nvml
         if not nv.available:
-            return GpuReading(error=nv.error, host=sample_host(folder))
+            now = self._monotonic()
+            if self._host is None or now - self._host_at >= HOST_EVERY or self._host.disk_path != str(folder or "."):
+                self._host, self._host_at = sample_host(folder), now
+            return GpuReading(error=nv.error, host=self._host)
         gpus = nv.sample()
         now = self._monotonic()
-        if self._last_proc_at is None or now - self._last_proc_at >= self.process_every:
+        polled = self._last_proc_at is None or now - self._last_proc_at >= self.process_every
+        if polled:
             self._procs = nv.processes()
             self._last_proc_at = now
             self.process_polls += 1
-        owners = pid_owners(run_pids)
+        if polled or run_pids != self._owners_for:
+            self._owners, self._owners_for = pid_owners(run_pids), dict(run_pids)
+        owners = self._owners
         mapped = [MappedProcess(p.gpu_index, p.pid, p.used_memory_bytes, owners.get(p.pid)) for p in self._procs]
         note = None
         if mapped and not any(p.run_id for p in mapped) and not any(psutil.pid_exists(p.pid) for p in mapped):

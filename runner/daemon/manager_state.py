@@ -17,7 +17,7 @@ from runner.closing.pilot import LaunchHold
 from runner.daemon import containment
 from runner.daemon.slots import SlotPlan
 from runner.daemon.status import frozen_config
-from runner.daemon.watcher import RunWatch
+from runner.daemon.watcher import READ_EVERY_SECONDS, RunWatch
 from runner.ledger import queries
 from runner.ledger.store import Ledger
 from runner.supervision import cgroups, proctree
@@ -104,4 +104,5 @@ class ManagerBase:
             metrics_format=vt.get("metrics_format"),
             checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run["id"]),
             offset=queries.metrics_offset(self.ledger.conn, run["id"]),
+            read_every=READ_EVERY_SECONDS,
         )

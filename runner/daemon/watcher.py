@@ -1,7 +1,7 @@
 """Following one run's folder into the ledger: metric lines, checkpoints, verdict, supervisor, exit.
 
 The supervisor judges and stops; this side only records what the run folder says, incrementally
-and cheaply (a few `stat` calls a tick, the metric file read from the offset the ledger keeps, so a
+and cheaply (a few `stat` calls a second, the metric file read from the offset the ledger keeps, so a
 restarted runner goes on where the last one stopped). `derive_end` turns the files of an attempt
 into the run's final state exactly as docs/INTERNALS.md says.
 """
@@ -22,6 +22,10 @@ from runner.supervision.line_parsers import line_parser
 from runner.supervision.metric_stream import MetricStream
 
 GLOB_SCAN_SECONDS = 2.0
+# the runner reads a running run's metric lines and checkpoint records once a second, not at every
+# quarter-second tick: the supervisor judges the rules and grades checkpoints itself, the ledger
+# keeps what status and the console show once a second, and each read is a ledger transaction
+READ_EVERY_SECONDS = 1.0
 
 
 def _mtime(path: Path) -> float | None:
@@ -69,6 +73,7 @@ class RunWatch:
         checkpoint_glob: str | None,
         offset: int = 0,
         metrics_format: str | None = None,
+        read_every: float = 0.0,
     ) -> None:
         self.ledger = ledger
         self.run_id = run["id"]
@@ -86,15 +91,22 @@ class RunWatch:
         self._glob_scan_at = 0.0
         self._verdict_seen = False
         self._supervisor_seen = False
+        self.read_every = read_every  # seconds between reads of metrics and checkpoints (0: every poll)
+        self._read_at = -math.inf
 
     def close(self) -> None:
         self.stream.close()
 
     # -- one tick ------------------------------------------------------------------------------
     def poll(self) -> bool:
-        """Ingest whatever is new; True when the ledger changed."""
-        changed = self._metrics()
-        changed |= self._checkpoints()
+        """Ingest whatever is new (metric lines and checkpoint records at most every `read_every`
+        seconds); True when the ledger changed."""
+        changed = False
+        now = time.monotonic()
+        if now - self._read_at >= self.read_every:
+            self._read_at = now
+            changed = self._metrics()
+            changed |= self._checkpoints()
         changed |= self._verdict()
         changed |= self._supervisor()
         return changed

@@ -70,22 +70,23 @@ class LossPlot(Widget):
         best = [rid for rid, state in control_runs.items() if state in (RunState.RUNNING, RunState.FINISHED)] or list(
             control_runs
         )
-        self.control_run = best[-1] if best else None
-        if selected != self.selected:
-            self.selected = selected
-        self.refresh()
+        control_run = best[-1] if best else None
+        if (selected, control_run) != (self.selected, self.control_run):
+            self.selected, self.control_run = selected, control_run
+            self.refresh()  # a new curve to draw; new points repaint through `apply`
 
     def wanted(self) -> dict[str, str | None]:
-        """The folders whose curves can be drawn now: running runs, the selected one and the
-        control's; a finished run's file is read when it is first shown, not every second."""
-        ids = [*self.running, self.selected, self.control_run]
-        return {rid: self.run_dirs.get(rid) for rid in ids if rid}
+        """The folders of the curves drawn now (the selected run and the control's, or every
+        running run in the `v` view): only those files are read each second; another run's file
+        is read, from where it was left, when its curve is shown."""
+        return {rid: self.run_dirs.get(rid) for rid, _ in self.visible_runs()}
 
     def read_new(self) -> dict:
         """New metric records of the runs that can be drawn (safe to call from a worker thread)."""
         return self.tails.read(self.wanted())
 
     def apply(self, batch: dict) -> None:
+        """New points of the drawn curves (`read_new`): a repaint when one grew."""
         if self.tails.apply(batch):
             self.refresh()
 
