@@ -164,9 +164,21 @@ def test_a_second_with_nothing_new_sends_nothing_and_reads_nothing(tmp_path) -> 
     assert delta is not None and sorted(r.id for r in delta.runs) == ["b-00000001", "c-00000002"]
     assert delta.variants is None  # unchanged: not sent again
 
-    # a metric line for one of them: that run alone is read back
+    # a metric line for one of them: that run alone is read back, and only its metric summary
     led.record_metrics("b-00000001", [{"t": clock["now"], "step": 5, "loss": 1.0}], offset=1, bad_lines=0, restarts=0)
     statements.clear()
     view.refresh()
-    assert 0 < len(statements) <= 4  # its run, metrics, progress and checkpoints rows
+    assert len(statements) == 2, statements  # its metric_last and run_progress rows
+    assert not any("FROM runs" in q or "checkpoints" in q for q in statements)
+    row = view.row("b-00000001")
+    assert row is not None and row.step == 5
+
+    # a change of its run row (a state, a checkpoint) reads the rest again
+    led.update_run("b-00000001", stop_reason="r")
+    led.record_metrics("b-00000001", [{"t": clock["now"], "step": 6, "loss": 0.9}], offset=2, bad_lines=0, restarts=0)
+    statements.clear()
+    view.refresh()
+    assert any("FROM runs" in q for q in statements) and any("checkpoints" in q for q in statements)
+    row = view.row("b-00000001")
+    assert row is not None and (row.stop_reason, row.step) == ("r", 6)
     led.close()

@@ -71,7 +71,8 @@ class RunView:
         self.pos: dict[str, int] = {}  # run id -> its place in that order
         self.inputs: dict[str, Inputs] = {}
         self.changed_at: OrderedDict[str, int] = OrderedDict()  # run id -> seq of its last change, oldest first
-        self.dirty: dict[str, None] = {}  # runs the ledger wrote, in the order written (new runs in ledger order)
+        # runs the ledger wrote, in the order written (new runs in ledger order) -> metric summary only
+        self.dirty: dict[str, bool] = {}
         self.live: set[str] = set()  # rows that move with the clock: recomputed at every refresh
         self.queued: dict[str, dict] = {}  # run id -> ledger row, for the queue's order
         self.runs_of: dict[str, list[str]] = {}
@@ -92,9 +93,10 @@ class RunView:
         self.load()
 
     # -- in ---------------------------------------------------------------------------------------
-    def touch(self, run_id: str) -> None:
-        """The ledger wrote this run (Ledger.run_listeners)."""
-        self.dirty[run_id] = None
+    def touch(self, run_id: str, metrics_only: bool = False) -> None:
+        """The ledger wrote this run (Ledger.run_listeners); `metrics_only`: only its metric
+        summary (a batch of metric lines), so its run row and checkpoints need no new read."""
+        self.dirty[run_id] = self.dirty.get(run_id, True) and metrics_only
 
     def on_event(self, ev: dict) -> None:
         """A ledger event (Ledger.listeners): the last-events list is stale, and the pilot's
@@ -123,15 +125,17 @@ class RunView:
         self._refresh_head(now)
 
     # -- keeping up -------------------------------------------------------------------------------
-    def _read(self, rid: str) -> bool:
-        run = L.get_run(self.conn, rid)
+    def _read(self, rid: str, metrics_only: bool = False) -> bool:
+        """Re-read one run's inputs (only its metric summary when that is all that was written)."""
+        old = self.inputs.get(rid)
+        run = old.run if metrics_only and old is not None else L.get_run(self.conn, rid)
         if run is None:
             return False
         self.inputs[rid] = Inputs(
             run,
             L.metric_last(self.conn, rid).get(rid, {}),
             L.progress(self.conn, rid).get(rid, {}),
-            L.checkpoints(self.conn, rid),
+            old.checkpoints if metrics_only and old is not None else L.checkpoints(self.conn, rid),
         )
         return True
 
@@ -169,8 +173,8 @@ class RunView:
         self._now = now
         changed = 0
         dirty, self.dirty = self.dirty, {}
-        for rid in dirty:
-            if self._read(rid):
+        for rid, metrics_only in dirty.items():
+            if self._read(rid, metrics_only):
                 changed += self._place(rid, now)
         for rid in [r for r in self.live if r not in dirty]:
             changed += self._place(rid, now)

@@ -122,11 +122,9 @@ class Daemon(ClientRequests):
         assert self.stop_event is not None
         while not self.stop_event.is_set():
             self._one_pass()
-            interval = TICK_ACTIVE if self.manager.active else TICK_IDLE
-            try:
-                await asyncio.wait_for(self.stop_event.wait(), interval)
-            except TimeoutError:
-                pass
+            # a plain sleep (no task and timeout per tick, as wait_for costs): a stop is seen when
+            # it wakes, before any other pass, and `run` cancels this loop anyway
+            await asyncio.sleep(TICK_ACTIVE if self.manager.active else TICK_IDLE)
 
     def _one_pass(self) -> None:
         self.leaving.before_tick()  # the wrap-up may start (holding launches) or end

@@ -46,13 +46,14 @@ class Ledger:
         self.path = Path(path)
         self.conn = connect(self.path, journal=journal)
         self.listeners: list[Callable[[dict], None]] = []
-        # called with a run id after every write that concerns that run (the runner's in-memory view)
-        self.run_listeners: list[Callable[[str], None]] = []
+        # called after every write that concerns a run (the runner's in-memory view), with its id
+        # and whether only its metric summary changed (metric_last, run_progress: a metric batch)
+        self.run_listeners: list[Callable[[str, bool], None]] = []
 
-    def _touched(self, run_id: str | None) -> None:
+    def _touched(self, run_id: str | None, metrics_only: bool = False) -> None:
         if run_id is not None:
             for fn in self.run_listeners:
-                fn(run_id)
+                fn(run_id, metrics_only)
 
     def close(self) -> None:
         self.conn.close()
@@ -208,7 +209,7 @@ class Ledger:
                     run_id,
                 ),
             )
-        self._touched(run_id)
+        self._touched(run_id, metrics_only=True)
 
     def upsert_checkpoint(self, run_id: str, path: str, **fields: Any) -> bool:
         """Insert or update a checkpoint row; True when the row is new."""
