@@ -170,6 +170,9 @@ class CampaignConsole(App):
 
     def _announce(self, rows: list[dict]) -> None:
         """A toast when a run stops, fails or finishes (the table keeps the reason)."""
+        if not self._states:  # the first state: nothing to announce, only states to note
+            self._states.update((str(r.get("id")), str(r.get("state"))) for r in rows)
+            return
         for r in rows:
             rid, state = str(r.get("id")), str(r.get("state"))
             if r.get("metrics_warning") and rid not in self._metrics_warned:

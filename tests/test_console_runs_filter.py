@@ -67,6 +67,28 @@ def test_selection_lists_active_then_recent_and_counts_the_rest() -> None:
     assert len(sel.visible()) == 5
 
 
+def test_a_full_state_at_once_lists_what_one_run_at_a_time_lists() -> None:
+    """`put_all` (a full state: one pass and one sort) and `put` run by run end in the same list,
+    with a filter and after a reconnect's second full state."""
+    runs = [
+        {"id": f"r{i:03d}", "state": ("running", "finished", "failed", "queued")[i % 4], "ended_at": float(i * 7 % 13)}
+        for i in range(40)
+    ]
+    one, bulk = RunSelection(cap=9), RunSelection(cap=9)
+    for run in runs:
+        one.put(run)
+    bulk.put_all(runs)
+    assert bulk.visible() == one.visible() and bulk.note(9) == one.note(9)
+    moved = [{**runs[1], "state": "running", "ended_at": None}, {"id": "new", "state": "failed", "ended_at": 99.0}]
+    for run in moved:
+        one.put(run)
+    bulk.put_all(moved)  # a reconnect: runs not in it keep their rows
+    assert bulk.visible() == one.visible() and len(bulk.rows) == 41
+    for sel in (one, bulk):
+        sel.set_filter("state:failed")
+    assert bulk.visible() == one.visible() and bulk.visible()[0] == "new"
+
+
 async def test_filter_key_finds_runs_among_a_thousand(tmp_path) -> None:
     write_scene(tmp_path / "demo")
     snap = _big_snapshot(tmp_path / "demo")

@@ -42,6 +42,8 @@ def test_protocol_round_trip_and_non_finite_floats():
         (b"{oops", "not JSON"),
         (b"[1]", "JSON object"),
         (b"\xff\xfe", "UTF-8"),
+        (b" \r\n", "empty"),
+        (b'{"a": "\xff"}\n', "UTF-8"),  # read as bytes, not decoded to a str first
     ],
 )
 def test_protocol_rejects_malformed_lines(raw, words):

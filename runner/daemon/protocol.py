@@ -110,19 +110,20 @@ def encode(obj: Any) -> bytes:
 
 def decode(line: bytes | str, *, limit: int = MAX_LINE_BYTES) -> dict:
     """One received line as a dict; raises ProtocolError for anything else."""
-    if isinstance(line, bytes):
-        if len(line) > limit:
-            raise ProtocolError(f"line longer than {limit} bytes")
-        try:
-            line = line.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ProtocolError("line is not UTF-8") from None
-    line = line.strip()
-    if not line:
+    if isinstance(line, bytes) and len(line) > limit:
+        raise ProtocolError(f"line longer than {limit} bytes")
+    # msgspec reads bytes as they are (a 10 MB full state is not copied into a str and stripped
+    # first); surrounding whitespace is valid JSON
+    if not line or line.isspace():
         raise ProtocolError("empty line")
     try:
         obj = msgspec.json.decode(line)
     except (msgspec.DecodeError, RecursionError):
+        if isinstance(line, bytes):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolError("line is not UTF-8") from None
         raise ProtocolError("line is not JSON") from None
     if not isinstance(obj, dict):
         raise ProtocolError("a message must be a JSON object")

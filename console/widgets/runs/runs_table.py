@@ -155,12 +155,15 @@ class RunsTable(DataTable):
         """Take the runs that changed (`full`: these are all of them; runs no longer reported keep
         their rows) and redraw what changed. Costs the runs given, plus the listed rows only when
         the layout or the set of listed runs changed."""
-        changed = []
-        for run in runs or []:
-            self.selection.put(run)
-            rid = str(run.get("id"))
-            self._cells.pop(rid, None)
-            changed.append(rid)
+        changed: list[str] | None = None  # None: any listed row may have changed
+        if full:
+            self.selection.put_all(runs or [])
+            self._cells.clear()
+        else:
+            changed = [str(run.get("id")) for run in runs or []]
+            for rid, run in zip(changed, runs or []):
+                self.selection.put(run)
+                self._cells.pop(rid, None)
         name, columns, widths = self.plan_layout()
         if self._cells_for != (name, widths[-1]):
             self._cells, self._cells_for = {}, (name, widths[-1])
@@ -173,7 +176,7 @@ class RunsTable(DataTable):
             old = dict(self._shape.heights)
             heights = self._shape.heights
             if [rid for rid, _ in heights] != self._listed or any(
-                rid in old and self._row(rid)[1] != old[rid] for rid in changed
+                rid in old and self._row(rid)[1] != old[rid] for rid in changed or ()
             ):
                 heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
         shape = Shape(name, widths, heights)
@@ -181,7 +184,7 @@ class RunsTable(DataTable):
             self._rebuild(shape, columns, [(rid, *self._row(rid)) for rid in self._listed])
             return
         listed = dict(heights)
-        for rid in changed:
+        for rid in self._listed if changed is None else changed:
             if rid not in listed:
                 continue
             cells, height = self._row(rid)

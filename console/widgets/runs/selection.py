@@ -108,12 +108,37 @@ class RunSelection:
         if self._place(rid, run) != before:
             self.version += 1
 
+    def put_all(self, runs: list[dict]) -> None:
+        """A full state (the first one, or after a reconnect): every run at once, the pool judged
+        again in one pass and one sort, not one insert per run. Runs not in `runs` are kept."""
+        first, rows = self.first, self.rows
+        for run in runs:
+            rid = str(run.get("id"))
+            if rid not in first:
+                first[rid] = len(first)
+            rows[rid] = run
+        self.longest_id = max(self.longest_id, max(map(len, rows), default=0))
+        self._judge_all()
+
     def set_filter(self, text: str) -> None:
         """A new filter: every run is judged again (a user's action, not a periodic one)."""
         self.filter = RunFilter.parse(text)
-        self.active, self.ended, self._ended_key = set(), [], {}
+        self._judge_all()
+
+    def _judge_all(self) -> None:
+        match = self.filter.matches if self.filter.active else None
+        active: set[str] = set()
+        ended: list[tuple[float, int, str]] = []
         for rid, run in self.rows.items():
-            self._add(rid, run)
+            if match is not None and not match(run):
+                continue
+            if run.get("state") in ACTIVE_STATES:
+                active.add(rid)
+            else:
+                ended.append((float(run.get("ended_at") or 0.0), self.first[rid], rid))
+        ended.sort()
+        self.active, self.ended = active, ended
+        self._ended_key = {key[2]: key for key in ended}
         self.version += 1
 
     @property
