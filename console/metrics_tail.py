@@ -111,17 +111,17 @@ class MetricTails:
                 out[run_id] = self._tail(run_id, run_dir).read()
         return out
 
-    def apply(self, batch: dict[str, tuple]) -> bool:
-        """Append a `read` batch; True when any history grew."""
-        grew = False
+    def apply(self, batch: dict[str, tuple]) -> set[str]:
+        """Append a `read` batch; the run ids whose history grew."""
+        grew = set()
         for run_id, item in batch.items():
             tail = self.tails.get(run_id)
-            if tail is not None:
-                grew = tail.apply(item) > 0 or grew
+            if tail is not None and tail.apply(item) > 0:
+                grew.add(run_id)
         return grew
 
     def poll(self, run_dirs: dict[str, str | None]) -> bool:
-        return self.apply(self.read(run_dirs))
+        return bool(self.apply(self.read(run_dirs)))
 
     def series(self, run_id: str) -> SeriesStore | None:
         tail = self.tails.get(run_id)

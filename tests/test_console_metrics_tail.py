@@ -4,6 +4,7 @@ through the variant's frozen metrics_regex."""
 import json
 
 from console.metrics_tail import MetricTail
+from console.widgets.plots.loss_plot import OTHERS_EVERY, LossPlot
 
 
 def test_harness_metrics_file_is_followed_incrementally(tmp_path):
@@ -30,3 +31,24 @@ def test_unmodified_script_curve_comes_from_its_output_log(tmp_path):
     with open(tmp_path / "output.log", "a") as f:
         f.write("iter 20: loss nan, time 11ms\niter 30: loss 6.2, time 11ms\n")
     assert tail.poll() == 2  # nan is a point too: the plot shows where it broke
+
+
+def test_the_plot_reads_the_curves_it_draws_each_tick_and_the_others_now_and_then(tmp_path):
+    """Eight running runs write 100 lines a second each: an idle console decodes the one or two
+    curves it draws every second, the others every OTHERS_EVERY seconds (so a run selected next
+    has its curve at once)."""
+    rows = []
+    for i in range(4):
+        folder = tmp_path / f"r{i}"
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
+        rows.append({"id": f"r{i}", "variant": "v", "state": "running", "run_dir": str(folder)})
+    plot = LossPlot()
+    plot.take_runs(rows, full=True)
+    plot.selected = "r2"
+    everyone = {"r0", "r1", "r2", "r3"}
+    assert set(plot.read_new()) == everyone  # the first read: every running run
+    assert set(plot.read_new()) == {"r2"}  # then the curve drawn, alone
+    plot._others_at -= OTHERS_EVERY
+    assert set(plot.read_new()) == everyone
+    plot.tails.close()

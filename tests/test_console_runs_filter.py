@@ -127,6 +127,26 @@ async def test_filter_key_finds_runs_among_a_thousand(tmp_path) -> None:
         assert table.row_count == SHOW_MAX
 
 
+async def test_rows_below_the_fold_are_added_after_the_first_frame(tmp_path) -> None:
+    """A full state lays out a screen's height of rows at once, the rest of the listed ones
+    right after that frame; a run selected among those keeps the cursor across a new layout."""
+    write_scene(tmp_path / "demo")
+    snap = _big_snapshot(tmp_path / "demo")
+    app = _app(tmp_path / "demo", snap)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.main_screen.query_one(RunsTable)
+        table.show(snap["runs"], full=True)
+        assert table.row_count == 30  # what a 30-line screen can show, not SHOW_MAX
+        await pilot.pause()
+        assert table.row_count == SHOW_MAX
+        table.move_cursor(row=150, animate=False)
+        chosen, shape = table.selected_run, table._shape
+        await pilot.resize_terminal(140, 30)  # a wider layout: the rows are laid out again
+        await pilot.pause()
+        assert table._shape != shape
+        assert table.row_count == SHOW_MAX and table.selected_run == chosen
+
+
 async def test_filter_key_follows_the_user_keymap(tmp_path) -> None:
     write_scene(tmp_path / "demo")
     snap = _big_snapshot(tmp_path / "demo")

@@ -10,6 +10,7 @@ switches between the two views.
 from __future__ import annotations
 
 import math
+import time
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -23,6 +24,7 @@ from runner.ledger.states import RunState
 SMOOTHING = (0.0, 0.6, 0.9)
 PALETTE = ("bright_magenta", "green", "yellow", "bright_blue", "red", "bright_cyan", "white", "magenta")
 CONTROL_COLOR = "cyan"
+OTHERS_EVERY = 5.0  # seconds between reads of the running runs whose curves are not drawn
 
 
 class LossPlot(Widget):
@@ -45,6 +47,7 @@ class LossPlot(Widget):
         self._running_ids: dict[str, None] = {}  # running run ids, in the order first seen
         self._variants: dict[str, dict[str, str]] = {}  # variant -> run id -> state
         self.control_variant: str | None = None
+        self._others_at = -math.inf  # when the curves not drawn were last read (read_new)
 
     # -- data ---------------------------------------------------------------------------------
     def take_runs(self, rows, *, full: bool = False) -> None:
@@ -76,18 +79,25 @@ class LossPlot(Widget):
             self.refresh()  # a new curve to draw; new points repaint through `apply`
 
     def wanted(self) -> dict[str, str | None]:
-        """The folders of the curves drawn now (the selected run and the control's, or every
-        running run in the `v` view): only those files are read each second; another run's file
-        is read, from where it was left, when its curve is shown."""
+        """The folders of the curves drawn now: the selected run and the control's, or every
+        running run in the `v` view."""
         return {rid: self.run_dirs.get(rid) for rid, _ in self.visible_runs()}
 
     def read_new(self) -> dict:
-        """New metric records of the runs that can be drawn (safe to call from a worker thread)."""
-        return self.tails.read(self.wanted())
+        """New metric records (safe to call from a worker thread): of the curves drawn, each tick;
+        of the other running runs every OTHERS_EVERY seconds, so a run selected next shows its
+        curve at once, up to date from the next tick on."""
+        dirs = self.wanted()
+        now = time.monotonic()
+        if now - self._others_at >= OTHERS_EVERY:
+            self._others_at = now
+            dirs = {**{rid: self.run_dirs.get(rid) for rid in self.running}, **dirs}
+        return self.tails.read(dirs)
 
     def apply(self, batch: dict) -> None:
-        """New points of the drawn curves (`read_new`): a repaint when one grew."""
-        if self.tails.apply(batch):
+        """New points (`read_new`): a repaint when a curve drawn now grew."""
+        grew = self.tails.apply(batch)
+        if grew and any(rid in grew for rid, _ in self.visible_runs()):
             self.refresh()
 
     # -- view ---------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ SCROLLBAR = 1  # kept free for the vertical scrollbar, so no row ever scrolls si
 FULL_RULES_MIN = 24  # the full layout is used when its rules column would get this much
 RULES_MIN = 8
 ID_MAX = 30
+FIRST_ROWS_MIN = 24  # rows added before the first frame: at least a screen's height (see _rebuild)
 RENDERED_MAX = 8192  # rendered cells kept (a few per listed cell: with and without the cursor)
 
 
@@ -69,13 +70,12 @@ LAYOUTS = {"compact": COMPACT, "full": FULL}
 
 def fit(text: Text, width: int, right: bool = False) -> Text:
     """`text` cropped (with an ellipsis) or padded to `width`, after the column gap."""
-    t = text.copy()
+    t = text
     if t.cell_len > width:
+        t = text.copy()  # `text` is a cached cell: never changed in place
         t.truncate(width, overflow="ellipsis")
     pad = width - t.cell_len
-    out = Text(" " * GAP)
-    if right:
-        out.append(" " * pad)
+    out = Text(" " * (GAP + pad) if right else " " * GAP)
     out.append_text(t)
     if not right:
         out.append(" " * pad)
@@ -117,6 +117,7 @@ class RunsTable(DataTable):
         self._listed_version = -1
         self._cells: dict[str, tuple[dict[str, Text], int]] = {}  # listed run -> cells, height
         self._cells_for: tuple = ()  # the (layout, rules width) the cached cells were made for
+        self._generation = 0  # bumped by each _rebuild (rows held back from an older one are dropped)
         self.cells_made = 0  # rows whose cells were computed (tests count them)
 
     @property
@@ -181,11 +182,11 @@ class RunsTable(DataTable):
                 heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
         shape = Shape(name, widths, heights)
         if shape != self._shape:
-            self._rebuild(shape, columns, [(rid, *self._row(rid)) for rid in self._listed])
+            self._rebuild(shape, columns)
             return
         listed = dict(heights)
         for rid in self._listed if changed is None else changed:
-            if rid not in listed:
+            if rid not in listed or rid not in self.rows:  # not listed, or not added yet (_rebuild)
                 continue
             cells, height = self._row(rid)
             for col, width in zip(columns, widths):
@@ -228,21 +229,47 @@ class RunsTable(DataTable):
             out.append(" " * GAP + line.ljust(width), style=text.style)
         return out
 
-    def _rebuild(self, shape: Shape, columns: tuple[Column, ...], rows: list) -> None:
+    def _rebuild(self, shape: Shape, columns: tuple[Column, ...]) -> None:
+        """Lay the listed rows out again. The rows a screen can show are added now; the rest
+        (up to SHOW_MAX, each measured by DataTable) right after that frame is drawn, so the
+        first frame does not wait for rows below the fold."""
         selected, scroll_y = self.selected_run, self.scroll_y
         self.clear(columns=True)
         for col, width in zip(columns, shape.widths):
             self.add_column(fit(Text(col.label, style="bold"), width, col.right), width=width + GAP, key=col.key)
-        for rid, cells, height in rows:
+        self._shape = shape
+        self._generation += 1
+        ids = [rid for rid, _ in shape.heights]
+        first = max(self.app.size.height, FIRST_ROWS_MIN) if self.app else len(ids)
+        self._add_rows(ids[:first], columns, shape.widths)
+        placed = self._restore(selected, scroll_y)
+        if len(ids) > first:
+            later = None if placed else selected  # the selected run is among the rows held back
+            self.call_after_refresh(self._add_rest, self._generation, ids[first:], columns, later, scroll_y)
+
+    def _add_rows(self, ids: list[str], columns: tuple[Column, ...], widths: tuple[int, ...]) -> None:
+        for rid in ids:
+            cells, height = self._row(rid)
             self.add_row(
-                *(self._cell_text(cells[c.key], c, w, height) for c, w in zip(columns, shape.widths)),
+                *(self._cell_text(cells[c.key], c, w, height) for c, w in zip(columns, widths)),
                 key=rid,
                 height=height,
             )
-        self._shape = shape
-        if selected is not None and selected in self.rows:
-            self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
-            self.scroll_to(y=scroll_y, animate=False)
+
+    def _add_rest(self, generation: int, ids: list[str], columns: tuple, selected: str | None, scroll_y: float) -> None:
+        """The rows held back by `_rebuild`, unless the table was laid out again since."""
+        if generation != self._generation or self._shape is None:
+            return
+        self._add_rows(ids, columns, self._shape.widths)
+        self._restore(selected, scroll_y)
+
+    def _restore(self, selected: str | None, scroll_y: float) -> bool:
+        """The cursor back on the run that was selected, and the scroll where it was."""
+        if selected is None or selected not in self.rows:
+            return False
+        self.move_cursor(row=self.get_row_index(selected), animate=False, scroll=False)
+        self.scroll_to(y=scroll_y, animate=False)
+        return True
 
     # -- drawing --------------------------------------------------------------------------------
     def _render_cell(
