@@ -142,3 +142,46 @@ async def test_layout_follows_the_terminal_width_and_keeps_the_selection(tmp_pat
         await pilot.pause()
         assert table._shape == shape and table.cell_text("lr-x3-8be01d47", "step") == "1,211"
         assert table.selected_run == "lr-x3-8be01d47"
+
+
+async def test_an_idle_tick_repaints_nothing_and_a_new_step_renders_one_cell(tmp_path, monkeypatch):
+    """What an idle console costs each second: with nothing new, no header, banner or panel is
+    repainted (a repaint asked a layout pass of the whole screen) and the table renders no cell;
+    a running run's new step renders that cell, not every visible cell again."""
+    from console.widgets.plots.loss_plot import LossPlot
+    from console.widgets.quiet_static import QuietStatic
+    from tests.fixtures.console_nvml import NVMLError_LibraryNotFound
+
+    write_scene(tmp_path / "demo")
+    app = make_app(
+        SnapshotSource(snapshot(tmp_path / "demo", NOW + 20)),
+        campaign=load_campaign(tmp_path / "demo" / "campaign.toml"),
+        # no NVML: the panel shows the host, sampled every few seconds (the clock stands still here)
+        nvml=Nvml(backend=RecordedNvml(fail_init=NVMLError_LibraryNotFound("libnvidia-ml.so.1: not found"))),
+        clock=lambda: NOW + 20,
+        auto_tick=False,
+        tz=dt.UTC,
+        use_user_keymap=False,
+    )
+    app.sampler._monotonic = lambda: 0.0
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(2):
+            await app.tick()
+            await pilot.pause()
+        table = app.main_screen.query_one(RunsTable)
+        plot = app.main_screen.query_one(LossPlot)
+        repaints: list[str] = []
+        monkeypatch.setattr(QuietStatic, "update", lambda self, *a, **k: repaints.append(type(self).__name__))
+        monkeypatch.setattr(plot, "refresh", lambda *a, **k: repaints.append("LossPlot"))
+        rendered = table.cells_rendered
+        await app.tick()
+        await pilot.pause()
+        assert repaints == [] and table.cells_rendered == rendered
+
+        snap = snapshot(tmp_path / "demo", NOW + 20)
+        snap["runs"][1]["step"] = 1211
+        app.source.replace(snap)
+        await app.tick()
+        await pilot.pause()
+        assert table.cell_text("lr-x3-8be01d47", "step") == "1,211"
+        assert table.cells_rendered - rendered == 1 and repaints == []
