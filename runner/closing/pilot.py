@@ -63,6 +63,12 @@ class PilotEnd:
     complete: bool
     at: float | None
     basis: str
+    noticed_at: float | None = None  # when the runner saw it (and said so): the wait starts then
+
+    def wait_from(self, now: float) -> float:
+        """When the wait for a decision starts: the pilot's end, or later when the runner was down
+        then and learnt of it (and could first tell anyone) only when it came back."""
+        return max(self.at or now, self.noticed_at or 0.0)
 
 
 @dataclass(frozen=True)
@@ -91,21 +97,23 @@ def pilot_end(campaign: Campaign, conn: sqlite3.Connection, now: float) -> Pilot
     """Whether the pilot is over (noted once in the ledger, then read from there)."""
     noted = rows.meta_json(conn, rows.PILOT_END_KEY)
     if isinstance(noted, dict):
-        return PilotEnd(True, noted.get("at"), str(noted.get("basis") or ""))
+        return PilotEnd(True, noted.get("at"), str(noted.get("basis") or ""), noted.get("noticed_at"))
     plan = ensure_frozen_plan(campaign, conn, now)
     runs = all_runs(conn)
     progress = _variant_progress(scheduled_variants(campaign, plan, conn), runs, rows.first_checkpoint_times(conn))
     end = _completion(campaign, plan, runs, progress, now)
     if end.complete:
         data = {"basis": end.basis}
-        rows.put_meta_once(
+        noted_now = rows.put_meta_once(
             conn,
             rows.PILOT_END_KEY,
-            {"at": end.at, "basis": end.basis},
+            {"at": end.at, "basis": end.basis, "noticed_at": now},
             t=end.at or now,
             event="pilot_complete",
             data=data,
         )
+        if noted_now:
+            return PilotEnd(True, end.at, end.basis, now)
     return end
 
 
@@ -171,7 +179,7 @@ def launch_hold(campaign: Campaign, conn: sqlite3.Connection, now: float | None 
             reason=f"waits for the pilot: the phase '{pilot.name}' runs first, then the pilot decision",
             allowed=frozenset(pilot.variants),
         )
-    continues_at = (end.at or now) + campaign.pilot.wait_s
+    continues_at = end.wait_from(now) + campaign.pilot.wait_s
     if now >= continues_at:
         return LaunchHold(held=True, reason="", continues_at=continues_at, wait_ended=True)
     return LaunchHold(
@@ -208,7 +216,7 @@ def pilot_status(campaign: Campaign, conn: sqlite3.Connection, now: float | None
     end = pilot_end(campaign, conn, now)
     decisions = list_decisions(conn)
     state = "decided" if decisions else ("awaiting_decision" if end.complete else "running")
-    continues_at = (end.at or now) + campaign.pilot.wait_s if end.complete and not decisions else None
+    continues_at = end.wait_from(now) + campaign.pilot.wait_s if end.complete and not decisions else None
     return {
         "state": state,
         "complete": end.complete,
@@ -224,6 +232,34 @@ def pilot_status(campaign: Campaign, conn: sqlite3.Connection, now: float | None
         "continues_at": continues_at,
         "launches_held": state == "awaiting_decision",
     }
+
+
+def not_over_yet(campaign: Campaign, conn: sqlite3.Connection, now: float | None = None) -> str | None:
+    """Why a decision cannot be taken yet (the pilot is not over), or None once it is.
+
+    The decision is taken on the pilot's measurements, as the console's D offers it: one taken
+    before would let the next phase launch while the pilot still runs."""
+    now = time.time() if now is None else now
+    end = pilot_end(campaign, conn, now)
+    if end.complete:
+        return None
+    runs = all_runs(conn)
+    pilot = pilot_phase(campaign)
+    if pilot is not None and pilot.variants:
+        left = []
+        for name in pilot.variants:
+            mine = [r for r in runs if r["variant"] == name and r["state"] not in TERMINAL_STATES]
+            states = [str(r["state"]) for r in mine] or ([] if any(r["variant"] == name for r in runs) else ["not run"])
+            if states:
+                left.append(f"{name} ({', '.join(states)})")
+        waits = f"; waiting for {', '.join(left)}" if left else ""
+        return f"the pilot is not over: {end.basis.replace('ended', 'ends')} when its variants have ended{waits}"
+    if pilot is not None:
+        return f"the pilot is not over: the phase '{pilot.name}' ends when its planned hours have passed"
+    plan = ensure_frozen_plan(campaign, conn, now)
+    progress = _variant_progress(scheduled_variants(campaign, plan, conn), runs, rows.first_checkpoint_times(conn))
+    left = [p["variant"] + ("" if p["run"] else " (not run)") for p in progress if not p["reached"]]
+    return f"the pilot is not over: {end.basis}; waiting for {', '.join(left)}"
 
 
 # ---------------------------------------------------------------------------------------------

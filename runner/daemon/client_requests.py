@@ -241,6 +241,9 @@ class ClientRequests:
         if how not in (pilot.DecidedHow.CONSOLE, pilot.DecidedHow.SHELL):
             raise RequestError("'how' must be console or shell", code="bad_input")
         self._reload_campaign()
+        not_yet = pilot.not_over_yet(self.campaign, self.ledger.conn)
+        if not_yet is not None:
+            raise RequestError(f"{not_yet}. Decide once it is over: nothing was recorded", code="bad_input")
         result = pilot.record_decision(
             self.ledger.conn,
             self.campaign,

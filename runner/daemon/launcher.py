@@ -38,6 +38,8 @@ from runner.ledger.store import runs_in_state
 from runner.supervision import kept_copy, proctree
 from runner.supervision.checkpoints import grade_now, step_of, verify_path_for
 
+DECISION_GRACE_S = 30.0  # after a start that finds the pilot's wait ran out while the runner was down
+
 
 class RunManager(RunRequests, Recovery):
     """The runner's queue and GPU slots: launches queued runs into free slots and watches them."""
@@ -47,6 +49,18 @@ class RunManager(RunRequests, Recovery):
         """What the pilot lets launch now; when the wait for a decision ran out, the runner
         records "no decision within ...: continued" and launches again."""
         hold = pilot.launch_hold(self.campaign, self.ledger.conn)
+        now = time.time()
+        if hold.wait_ended and hold.continues_at is not None and hold.continues_at <= self.started_at:
+            # the wait ran out while the runner was down: a decision sent as it starts (`campaign
+            # decide` starts it) is the one recorded, not a "continued" taken a moment before it
+            grace_end = self.started_at + DECISION_GRACE_S
+            if now < grace_end:
+                hold = LaunchHold(
+                    held=True,
+                    reason="the wait for the pilot decision ran out while the runner was down: "
+                    f"a decision sent now is recorded; the runner continues by itself in {grace_end - now:.0f} s",
+                    continues_at=grace_end,
+                )
         if hold.wait_ended:
             out = pilot.continue_after_wait(self.campaign, self.ledger.conn)
             self.ledger.announce(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,7 @@ class ManagerBase:
                 grace_seconds = DEFAULT_GRACE_SECONDS
         self.grace = grace_seconds
         self.active: dict[str, Active] = {}
+        self.started_at = time.time()  # this runner's start (the pilot's wait may have run out before)
         self.wrapup_hold = False  # True from the wrap-up's start on: nothing new launches
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
