@@ -49,6 +49,7 @@ class PullResult:
     notes: list[str] = field(default_factory=list)
     recorded: dict[str, Any] | None = None
     record_error: str | None = None
+    copy_error: str | None = None  # the copy tool's failure; what arrived is verified all the same
 
     @property
     def ok(self) -> bool:
@@ -116,8 +117,14 @@ def pull(
         result.tool = tool or session.copy_tool()
         say(f"copying {len(wanted)} files with {result.tool.value} ...")
         started = time.monotonic()
-        session.fetch(root, wanted, dest, tool=result.tool)
-        result.copied = wanted
+        try:
+            session.fetch(root, wanted, dest, tool=result.tool)
+        except RemoteError as exc:
+            # some files did not come (rsync exit 23, a name refused): what did is checked all the
+            # same, and the report names what is missing
+            result.copy_error = str(exc)
+            say(f"the copy stopped: {exc}")
+        result.copied = [rel for rel in wanted if (dest / rel).is_file()]
         say(f"copied in {time.monotonic() - started:.1f} s")
     listed = set()
     for e in entries:
@@ -196,6 +203,8 @@ def report_lines(result: PullResult) -> list[str]:
         lines.append(f"extra    {path}  (here, but not in the host's list)")
     for note in result.notes:
         lines.append(f"note     {note}")
+    if result.copy_error:
+        lines.append(f"copy     {result.copy_error}")
     if result.ok:
         lines.append(
             f"verified: all {result.listed} files ({_size(result.listed_bytes)}) arrived intact in {result.dest}/"

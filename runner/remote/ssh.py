@@ -222,8 +222,9 @@ class Session:
         return tool
 
     def _rsync(self, remote_root: str, paths: Sequence[str], dest: Path, timeout: float) -> None:
-        with tempfile.NamedTemporaryFile("w", prefix="cc-pull-", suffix=".list", delete=False) as fh:
-            fh.write("".join(p + "\n" for p in paths))
+        # NUL-separated: a name may hold a newline or a carriage return (rsync splits lines on both)
+        with tempfile.NamedTemporaryFile("wb", prefix="cc-pull-", suffix=".list", delete=False) as fh:
+            fh.write(b"".join(os.fsencode(p) + b"\0" for p in paths))
             listing = fh.name
         try:
             cmd = [
@@ -232,6 +233,7 @@ class Session:
                 "--ignore-times",  # only files found wrong are listed: copy each of them
                 "--partial",
                 "--protect-args",
+                "--from0",
                 f"--files-from={listing}",
                 "-e",
                 shlex.join(self.ssh_command()),
@@ -247,7 +249,13 @@ class Session:
         for rel in paths:
             local = dest / rel
             local.parent.mkdir(parents=True, exist_ok=True)
-            lines.append(f"get -p {_sftp_quote(remote_root.rstrip('/') + '/' + rel)} {_sftp_quote(str(local))}")
+            remote = remote_root.rstrip("/") + "/" + rel
+            if "\n" in remote + str(local) or "\r" in remote + str(local):
+                self._cat(remote, local, timeout)  # sftp's batch is line-based: no quoting carries these
+                continue
+            lines.append(f"get -p {_sftp_quote(remote)} {_sftp_quote(str(local))}")
+        if not lines:
+            return
         batch = "\n".join(lines) + "\n"
         with tempfile.NamedTemporaryFile("w", prefix="cc-pull-", suffix=".sftp", delete=False) as fh:
             fh.write(batch)
@@ -256,6 +264,22 @@ class Session:
             _run_local(["sftp", *self.ssh_options(), "-b", batch_file, self.host], timeout, "sftp")
         finally:
             os.unlink(batch_file)
+
+    def _cat(self, remote: str, local: Path, timeout: float) -> None:
+        """One file through `cat` on the shared connection, written beside its place, then renamed."""
+        part = local.with_name(local.name + ".part")
+        cmd = ["ssh", *self.ssh_options(), self.host, "--", shlex.join(["cat", "--", remote])]
+        try:
+            with open(part, "wb") as out:
+                proc = subprocess.run(
+                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, timeout=timeout, check=False
+                )
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"copying {remote!r} did not finish within {timeout:g} s") from None
+        if proc.returncode != 0:
+            part.unlink(missing_ok=True)
+            raise RemoteError(f"copying {remote!r} failed (exit {proc.returncode}): {_last_line(proc.stderr)}")
+        os.replace(part, local)
 
 
 def _sh_word(candidate: str, folder: str) -> str:
