@@ -101,6 +101,8 @@ def test_two_runs_checkpoint_are_verified_and_stopped_and_nothing_launches_after
         assert (c.output_path / entry["resume_checkpoint"]).is_file()
         assert any(f["path"] == entry["resume_checkpoint"] and f["sha256"] for f in entry["files"])
     assert (c.output_path / "RELOAD.md").is_file()
+    # the rental clock's decision is the manifest's and the report's, as the pilot's are
+    assert [(d["who"], d["choice"]) for d in manifest["decision"]] == [("rental clock", "wrap-up")]
     # stopped runs keep their ids and can be resumed (they wait: the wrap-up holds launches)
     assert client.request(c, "resume", run=runs["a"]["id"])["state"] == "queued"
 
@@ -125,6 +127,13 @@ def test_the_wrap_up_can_be_moved_and_cancelled(camp, capsys):
     finally:
         conn.close()
     assert "wrap_up_moved" in kinds and "wrap_up_cancelled" in kinds
+    capsys.readouterr()
+    assert main(["report", str(camp), "--json"]) == 0
+    decisions = json.loads(capsys.readouterr().out)["decisions"]
+    assert [d["choice"] for d in decisions] == ["wrap-up moved", "wrap-up cancelled"]
+    assert all(d["who"] for d in decisions)
+    assert main(["report", str(camp)]) == 0
+    assert ": wrap-up cancelled" in capsys.readouterr().out
 
 
 def test_times_for_at():

@@ -31,7 +31,7 @@ from runner.campaign.json_numbers import as_number
 from runner.campaign.objects import Campaign
 from runner.closing.deliverables import RunCheck, Verification, describe_end, verify_campaign
 from runner.closing.ledger_reads import ledger_for
-from runner.closing.pilot import frozen_plan, list_decisions
+from runner.closing.pilot import all_decisions, frozen_plan
 from runner.closing.reload_guide import reload_markdown
 from runner.ledger import queries
 from runner.ledger.states import RunState
@@ -71,7 +71,7 @@ def write_output(
     for check in verification.checks:
         runs.append(_deliver_run(campaign, check, out, _resume_point(conn, check)))
     plan = frozen_plan(conn) if conn is not None else None
-    decisions = list_decisions(conn) if conn is not None else []
+    decisions = all_decisions(conn) if conn is not None else []
     manifest = build_manifest(campaign, verification, runs, plan, decisions, now)
     write_bytes_atomic(out / "manifest.toml", tomli_w.dumps(_tomlable(manifest)).encode("utf-8"))
     write_text_atomic(out / "RELOAD.md", reload_markdown(campaign, verification, runs))

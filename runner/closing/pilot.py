@@ -16,6 +16,7 @@ connection; the SQL lives in runner.ledger.pilot_rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from runner.closing.pilot_plan import (
 )
 from runner.ledger import pilot_rows as rows
 from runner.ledger.pilot_rows import DecidedHow
+from runner.ledger.queries import events_of
 from runner.ledger.states import TERMINAL_STATES
 from runner.ledger.store import all_runs
 
@@ -268,6 +270,28 @@ def not_over_yet(campaign: Campaign, conn: sqlite3.Connection, now: float | None
 
 def list_decisions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [d.to_json() for d in rows.decisions(conn)]
+
+
+def all_decisions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every decision the report and the manifest name, oldest first: the pilot's, and the wrap-up
+    the rental clock took (and its moves and cancels, by whom), which are ledger events."""
+    out = list_decisions(conn)
+    for ev in events_of(conn, ("decision", "wrap_up_moved", "wrap_up_cancelled")):
+        base = {"t": ev["t"], "how": None, "variants": [], "dropped": [], "estimate": None}
+        if ev["kind"] == "decision" and ev.get("seq") is None:  # the rental clock's wrap-up
+            out.append(base | {"who": str(ev.get("who") or "rental clock"), "choice": str(ev.get("choice"))})
+            out[-1]["note"] = ev.get("note")
+        elif ev["kind"] == "wrap_up_moved":
+            at = ev.get("at")
+            when = _utc(float(at)) if isinstance(at, (int, float)) else "?"
+            out.append(base | {"who": str(ev.get("by") or "user"), "choice": "wrap-up moved", "note": f"to {when}"})
+        elif ev["kind"] == "wrap_up_cancelled":
+            out.append(base | {"who": str(ev.get("by") or "user"), "choice": "wrap-up cancelled", "note": None})
+    return sorted(out, key=lambda d: d["t"])
+
+
+def _utc(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def cut_variants(conn: sqlite3.Connection) -> set[str]:

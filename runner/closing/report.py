@@ -30,7 +30,7 @@ from runner.closing.deliverables import (
     verify_campaign,
 )
 from runner.closing.ledger_reads import final_metric, ledger_for
-from runner.closing.pilot import frozen_plan, list_decisions, plan_snapshot
+from runner.closing.pilot import all_decisions, frozen_plan, plan_snapshot
 from runner.closing.planned_actual import current_attempts, planned_vs_actual, when_utc
 from runner.ledger.states import PENDING_STATES, RunState
 
@@ -83,7 +83,10 @@ class Report:
             "approved_runs": [{"run": c.run.id, "variant": c.run.variant} for c in self.verification.distinct_approved],
             "not_counted": self.not_counted,
             "pending": self.pending,
-            "decisions": [{k: d[k] for k in ("t", "who", "choice", "variants", "note")} for d in self.decisions],
+            "decisions": [
+                {k: d.get(k) for k in ("t", "who", "how", "choice", "variants", "dropped", "note")}
+                for d in self.decisions
+            ],
             "plan_frozen": self.plan_is_frozen,
             "committed_hours": self.plan.get("committed_hours"),
             "window_hours": self.plan.get("window_hours"),
@@ -222,7 +225,7 @@ def build_report(
         is_frozen = plan is not None
         if plan is None:
             plan = plan_snapshot(campaign, now)
-        decisions = list_decisions(conn) if conn is not None else []
+        decisions = all_decisions(conn) if conn is not None else []
         elapsed = current_attempts(conn, verification, now)
     rejected, pending, not_counted = [], [], []
     for c in verification.checks:
