@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
+import os
 
 import pytest
 import torch
@@ -45,6 +46,10 @@ def test_one_pass_gives_the_files_sha256_and_finds_a_nan_in_the_last_chunk(tmp_p
     _own_checkpoint(path, model)
     assert path.stat().st_size > 20 * CHUNK
     loaded = torch.load(path, mmap=True, weights_only=True)
+    by_file, rest = file_pass.locate(loaded["model"])  # every tensor found in the mapped file
+    assert rest == {} and list(by_file) == [os.path.realpath(path)]
+    nan_at = next(r.start + r.nbytes - 4 for r in by_file[os.path.realpath(path)] if r.name == "w3")
+    assert nan_at // CHUNK == (path.stat().st_size - 1) // CHUNK  # the NaN lies in the file's last chunk
     res = file_pass.scan_tensors(loaded["model"], sha256_of=path)
     assert res.sha256 == _sha(path)
     assert res.nonfinite == ["w3"]
@@ -144,3 +149,37 @@ def test_float8_values_are_checked_widened():
     assert file_pass.finite(t)
     t = torch.tensor([0.0, float("inf")]).to(f8)
     assert not file_pass.finite(t)
+
+
+RSS_PROBE = """
+import sys
+import torch
+from runner.grading.checkpoint_grade import grade_path
+
+def kb(key):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
+
+base = kb("VmRSS:")
+res = grade_path(sys.argv[1])
+print(res["verified"], (kb("VmHWM:") - base) // 1024)
+"""
+
+
+def test_a_file_many_chunks_long_costs_about_a_chunk_of_memory(tmp_path):
+    """A 168 MB checkpoint, hashed and scanned in a fresh process: the pages of each checked chunk
+    are handed back, so the peak grows by about one chunk (32 MB), not by the file."""
+    import subprocess
+    import sys
+
+    from runner.grading.client import grader_env
+
+    path = tmp_path / "big.pt"
+    _own_checkpoint(path, {f"w{i}": torch.full((10 << 20,), 0.5) for i in range(4)})
+    assert path.stat().st_size > 160e6
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_PROBE, str(path)], capture_output=True, text=True, env=grader_env(), timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    verified, grown_mb = out.stdout.split()
+    assert verified == "True"
+    assert int(grown_mb) < 80, f"the grader's peak grew by {grown_mb} MB for a 168 MB file"
