@@ -9,7 +9,7 @@ handed back (`MADV_DONTNEED`), so resident memory stays about one chunk whatever
 The next chunk is asked for ahead (`MADV_WILLNEED`), so the disk reads while the CPU checks.
 
 A tensor is a `Region`: where its bytes lie in the file, and its dtype. Tensors loaded with
-`torch.load(mmap=True)` are found in the file through the mapping they live in (`regions_of`).
+`torch.load(mmap=True)` are found in the file through the mapping they live in (`locate`).
 Imports: the stdlib and torch.
 """
 
@@ -41,7 +41,7 @@ class Region:
 @dataclass
 class PassResult:
     sha256: str | None = None  # of the whole file, when asked for
-    nonfinite: list[str] = field(default_factory=list)  # regions holding NaN or inf, in file order
+    nonfinite: list[str] = field(default_factory=list)  # names holding NaN or inf
     bytes_read: int = 0
 
 
