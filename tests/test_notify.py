@@ -121,3 +121,53 @@ def test_notify_test_reports_each_url(tmp_path, capsys):
         assert "FAILED   json://127.0.0.1:1" in capsys.readouterr().out
     finally:
         inbox.close()
+
+
+def test_the_pull_command_in_a_warning_pastes_as_is_for_a_folder_with_spaces(tmp_path, monkeypatch):
+    import shlex
+
+    from runner.cli.daemon_cmds import render_status
+
+    monkeypatch.setenv("CAMPAIGN_SSH_HOST", "me@gpu")
+    path = write_campaign(tmp_path / "my camp", [{"name": "a"}], started_at=time.time() - 3 * 86400 + 3 * 3600)
+    add_notify(path, ["json://127.0.0.1:9/x"], events=["expiry"])
+    c = load_campaign(path)
+    posted: list[Message] = []
+    ledger = L.Ledger(tmp_path / "ledger.sqlite")
+    n = Notifier(c.notify, sender=lambda url, m: None)
+    n.post = lambda m: posted.append(m) or True  # type: ignore[method-assign]
+    Alerts(c, ledger, n).tick()
+    ledger.close()
+    command = posted[0].body.split("on your machine: ", 1)[1].split("\n")[0]
+    assert shlex.split(command) == ["campaign", "pull", f"me@gpu:{c.root}"]
+    snap = {
+        "campaign": {"name": "t"},
+        "bundle": {"provider": "P", "gpu": "G", "plan": "3d", "expires_at": "x", "remaining_seconds": 3000.0}
+        | {"retrieve_by": "y", "retrieve_seconds": -66.0, "warning": "critical"},
+        "runs": [],
+        "queue": [],
+    }
+    assert "retrieve by y (passed 1m 06s ago) [critical]" in render_status(snap)
+
+
+def test_no_pilot_decision_is_asked_for_once_the_wrap_up_has_started(tmp_path):
+    from tests.helpers_report import add_run, make_campaign
+
+    camp = make_campaign(tmp_path / "camp")
+    add_notify(camp.path, ["json://127.0.0.1:9/x"], events=["pilot_waiting"])
+    camp = load_campaign(camp.root)
+    ledger = L.Ledger(camp.state_dir / "ledger.sqlite")
+    for name, h in (("control", "11111111"), ("rank16", "22222222"), ("rank64", "33333333")):
+        add_run(ledger.conn, camp, name, config_hash=h, state="running")  # the pilot is over
+    posted: list[Message] = []
+
+    def alerts(wrapping: bool) -> Alerts:
+        n = Notifier(camp.notify, sender=lambda url, m: None)
+        n.post = lambda m: posted.append(m) or True  # type: ignore[method-assign]
+        return Alerts(camp, ledger, n, wrapping_up=lambda: wrapping)
+
+    alerts(True).tick()  # the wrap-up holds every launch: "decide" would be noise at 2 a.m.
+    assert posted == []
+    alerts(False).tick()
+    assert [m.title for m in posted] == [f"[{camp.name}] pilot decision waiting"]
+    ledger.close()

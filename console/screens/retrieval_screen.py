@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -68,7 +70,7 @@ class RetrievalScreen(Screen):
             table.add_row("-", "-", "nothing yet: no deliverables, no verified checkpoint")
         done = verified_text(self.snapshot.get("retrieval"), self.tz, short=False)
         target, port = ssh_target(**self.ssh)
-        pull = f"campaign pull {'-p ' + str(port) + ' ' if port else ''}{target}:{root}"
+        pull = f"campaign pull {'-p ' + str(port) + ' ' if port else ''}{shlex.quote(f'{target}:{root}')}"
         with VerticalScroll():
             yield Static(head)
             if done:

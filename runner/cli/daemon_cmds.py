@@ -90,6 +90,13 @@ def _ensure_for_run(campaign: Campaign, run_id: str) -> None:
     _ensure(campaign)
 
 
+def _in_or_ago(seconds: float | None) -> str:
+    """ "in 2h 05m" ahead, "passed 1m 06s ago" once gone (never "in -1m 06s")."""
+    if isinstance(seconds, int | float) and seconds < 0:
+        return f"passed {format_span(-seconds)} ago"
+    return f"in {format_span(seconds)}"
+
+
 def _request(campaign: Campaign | StatePaths, op: str, **args) -> dict | None:
     try:
         return client.request(campaign, op, **args)
@@ -227,8 +234,8 @@ def render_status(snap: dict) -> str:
         lines.append(f"{c['name']}: {snap.get('runner_error') or 'the runner is not running'}")
     lines.append(
         f"bundle: {b['provider']} {b['gpu']} {b['plan']}, expires {b['expires_at']} "
-        f"(in {format_span(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
-        f"(in {format_span(b['retrieve_seconds'])}) [{b['warning']}]"
+        f"({_in_or_ago(b['remaining_seconds'])}), retrieve by {b['retrieve_by']} "
+        f"({_in_or_ago(b['retrieve_seconds'])}) [{b['warning']}]"
     )
     if b.get("warning") == "not_open":
         lines.append(f"the rental window opens at {b['started_at']}: nothing launches before then")

@@ -6,8 +6,10 @@ delivery outcome is recorded in the ledger as `notify_sent` / `notify_failed`.""
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from runner.campaign.clock import read_clock
@@ -29,10 +31,18 @@ LEVEL_WORDS = {
 
 
 class Alerts:
-    def __init__(self, campaign: Campaign, ledger: L.Ledger, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        campaign: Campaign,
+        ledger: L.Ledger,
+        notifier: Notifier,
+        *,
+        wrapping_up: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.campaign = campaign
         self.ledger = ledger
         self.notifier = notifier
+        self.wrapping_up = wrapping_up  # from the wrap-up on, nothing launches: no decision to ask for
         # the name the user reaches this host by, as the console's retrieval screen takes it
         self.host = os.environ.get("CAMPAIGN_SSH_HOST") or socket.gethostname()
         conn = ledger.conn
@@ -119,11 +129,11 @@ class Alerts:
         else:
             port = os.environ.get("CAMPAIGN_SSH_PORT", "")
             flag = f"-p {port} " if port.isdigit() and port != "22" else ""
-            body += f"; on your machine: campaign pull {flag}{self.host}:{self.campaign.root}"
+            body += f"; on your machine: campaign pull {flag}{shlex.quote(f'{self.host}:{self.campaign.root}')}"
         self._post(Event.EXPIRY, f"rental {clock.level}", body, level)
 
     def _pilot(self) -> None:
-        if self.pilot_sent or not self.notifier.wants(Event.PILOT_WAITING):
+        if self.pilot_sent or not self.notifier.wants(Event.PILOT_WAITING) or self.wrapping_up():
             return
         try:
             from runner.closing.pilot import pilot_status

@@ -29,9 +29,9 @@ class Leaving:
         self.manager = manager
         self.log = log
         self.notifier = Notifier(campaign.notify)
-        self.alerts = Alerts(campaign, ledger, self.notifier)
-        ledger.listeners.append(self.alerts.on_event)
         self.wrapup = WrapUp(campaign, ledger)
+        self.alerts = Alerts(campaign, ledger, self.notifier, wrapping_up=lambda: self.wrapup.holding)
+        ledger.listeners.append(self.alerts.on_event)
         self.wrapup_task: asyncio.Task | None = None
 
     def info(self) -> dict[str, Any]:
