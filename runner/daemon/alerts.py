@@ -114,7 +114,7 @@ class Alerts:
         self.levels_sent.add(clock.level)
         self.ledger.event("expiry_notified", level=clock.level)
         level, words = LEVEL_WORDS[clock.level]
-        retrieved = L.last_event(self.ledger.conn, "retrieval_verified")
+        retrieved = queries.current_retrieval(self.ledger.conn)
         body = words.format(
             left=format_span(clock.to_retrieve_seconds),
             by=self.campaign.bundle.retrieve_by.strftime("%a %H:%M"),

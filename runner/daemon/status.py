@@ -33,6 +33,7 @@ from runner.daemon.status_types import (
     VariantInfo,
     fin,
 )
+from runner.ledger import queries
 from runner.ledger import store as L
 from runner.ledger.states import RunState
 from runner.supervision.line_parsers import empty_match_warning
@@ -226,8 +227,9 @@ def bundle_info(campaign: Campaign, now: float) -> BundleInfo:
 
 
 def retrieval_info(conn: sqlite3.Connection) -> Any:
-    """The last `campaign pull` that verified every file on the user's machine (None: not yet)."""
-    return sanitize(L.last_event(conn, "retrieval_verified"))
+    """The last `campaign pull` that verified every file on the user's machine (None: not yet, or
+    a run launched or ended since: runner.ledger.queries.current_retrieval)."""
+    return sanitize(queries.current_retrieval(conn))
 
 
 def campaign_info(campaign: Campaign) -> CampaignInfo:

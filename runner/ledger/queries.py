@@ -158,3 +158,30 @@ def events_of(conn: sqlite3.Connection, kinds: tuple[str, ...]) -> list[dict[str
             data = {}
         out.append({"t": r["t"], "kind": r["kind"], **(data if isinstance(data, dict) else {})})
     return out
+
+
+def current_retrieval(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The last verified `campaign pull` ({"t", ...data}) while it still covers what must leave the
+    host: None before one, and again once a run is running, or launched or ended after it (its
+    files are no longer all that there is)."""
+    row = conn.execute(
+        "SELECT seq, t, data FROM events WHERE kind = 'retrieval_verified' ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    t = row["t"]
+    later = (
+        conn.execute(
+            "SELECT 1 FROM runs WHERE state = ? OR launched_at > ? OR ended_at > ? LIMIT 1", (RunState.RUNNING, t, t)
+        ).fetchone()
+        or conn.execute(
+            "SELECT 1 FROM events WHERE seq > ? AND kind IN ('launched', 'resumed') LIMIT 1", (row["seq"],)
+        ).fetchone()
+    )
+    if later is not None:
+        return None
+    try:
+        data = json.loads(row["data"])
+    except ValueError:
+        data = {}
+    return {"t": t, **(data if isinstance(data, dict) else {})}

@@ -55,6 +55,11 @@ class PullResult:
     def ok(self) -> bool:
         return not self.missing and not self.changed
 
+    @property
+    def complete(self) -> bool:
+        """Everything arrived intact and nothing is still being written: what the host records."""
+        return self.ok and not self.live
+
 
 def sha256_of(path: Path) -> str:
     """sha256 of a local file (campaign_train.formats: an unchanged file is read once)."""
@@ -142,7 +147,7 @@ def pull(
         if p.is_file() and rel != STATE_FILE and rel not in listed:
             result.extra.append(rel)
     _save_state(dest, listing, result)
-    if result.ok and record:
+    if result.complete and record:
         try:
             out = session.campaign(
                 [
@@ -205,7 +210,13 @@ def report_lines(result: PullResult) -> list[str]:
         lines.append(f"note     {note}")
     if result.copy_error:
         lines.append(f"copy     {result.copy_error}")
-    if result.ok:
+    if result.ok and result.live:
+        lines.append(
+            f"arrived: {result.listed} files ({_size(result.listed_bytes)}) in {result.dest}/, but "
+            f"{len(result.live)} belong to runs still going and may change: not a complete retrieval "
+            "(the host does not record it); pull again once the runs have ended"
+        )
+    elif result.ok:
         lines.append(
             f"verified: all {result.listed} files ({_size(result.listed_bytes)}) arrived intact in {result.dest}/"
         )
