@@ -97,8 +97,11 @@ class GpuSampler:
         *,
         process_every: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic,
+        host: Callable[[str | Path | None], HostSample] = sample_host,
     ) -> None:
+        """`host`: how the host is read where NVML is unavailable (recorded in screenshots)."""
         self._nvml_or_factory = nvml
+        self._sample_host = host
         self._nvml: Nvml | None = nvml if isinstance(nvml, Nvml) else None
         self.process_every = process_every
         self._monotonic = monotonic
@@ -122,7 +125,7 @@ class GpuSampler:
         if not nv.available:
             now = self._monotonic()
             if self._host is None or now - self._host_at >= HOST_EVERY or self._host.disk_path != str(folder or "."):
-                self._host, self._host_at = sample_host(folder), now
+                self._host, self._host_at = self._sample_host(folder), now
             return GpuReading(error=nv.error, host=self._host)
         gpus = nv.sample()
         now = self._monotonic()

@@ -151,13 +151,14 @@ class SnapshotSource:
         self.description = description
         self.requests: list[tuple[str, dict]] = []
         self.down: str | None = None  # set to a reason to act as an unreachable runner
+        self.down_hint: str | None = None  # and what fixes it, as the live source says it
 
     def replace(self, snapshot: dict) -> None:
         self.snapshot = snapshot
 
     async def status(self) -> dict:
         if self.down:
-            raise SourceDown(self.down)
+            raise SourceDown(self.down, hint=self.down_hint)
         return self.snapshot
 
     async def update(self) -> StatusUpdate:

@@ -1,7 +1,10 @@
-"""Writes the console's screenshots (SVG, 80x24) from the demo campaign at fixed moments:
-the main screen in each expiry level (and once at 120 columns), the run detail, the plan, the
-retrieval screen, the report screen on the demo at its close (tests/fixtures/closing_scene.py), and
-that report's Markdown rendered as a page (report-markdown.svg).
+"""Writes the console's screenshots (SVG, 80x24 unless a shot says otherwise) from the demo
+campaign at fixed moments: every screen and dialog a user can see, each listed in SHOTS
+(tests/fixtures/shots.py) — the main screen in each expiry level, at 120 and at 60 columns, with a
+filter, a sweep past 200 runs, a silent metrics regex, a pilot awaiting its decision, several hosts
+and a runner that stopped answering; the run detail, plan, retrieval and report screens; the
+start, abort, filter, pilot and wrap-up dialogs — and the closing report's Markdown rendered as a
+page (report-markdown.svg).
 
     python screenshots/make_screenshots.py [OUT_DIR]      (default: this folder)
 
@@ -26,8 +29,8 @@ from tests.fixtures.shots import CLOSED_LEVELS, SHOTS, build_closing_scene, buil
 async def main(out: Path) -> None:
     folder, closing = build_scene(), build_closing_scene()
     out.mkdir(parents=True, exist_ok=True)
-    for name, (level, keys, *size) in SHOTS.items():
-        await shoot(name, level, keys, closing if level in CLOSED_LEVELS else folder, out, *size)
+    for name, shot in SHOTS.items():
+        await shoot(name, shot, closing if shot.level in CLOSED_LEVELS else folder, out)
         print(out / f"{name}.svg")
     (out / "report-markdown.svg").write_text(report_markdown_svg(closing), encoding="utf-8")
     print(out / "report-markdown.svg")

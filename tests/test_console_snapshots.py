@@ -1,6 +1,7 @@
-"""Snapshot tests of the console's main screens: the demo scene (fixed data, fixed clock, recorded
-NVML answers) drawn at 80x24 (and the main screen at 120x30), and the report screen on the demo at
-its close, compared as text with the stored renderings in tests/console_snapshots/. After an
+"""Snapshot tests of every screen and dialog of the console (tests/fixtures/shots.py SHOTS): the
+demo scene and its variants (fixed data, fixed clock, recorded NVML answers) at 80x24 (and the main
+screen at 120x30, 60x20 and, over several hosts, 100x30), and the report screen on the demo at its
+close, compared as text with the stored renderings in tests/console_snapshots/. After an
 intended change: CONSOLE_SNAPSHOTS_UPDATE=1 pytest this file, then read the diff."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def scenes():
     folder, closing = base / "demo", base / "done"
     assert len(str(folder)) == len(PLACEHOLDER) == len(str(closing))
     shots.write_scene(folder)
+    shots.write_variant_files(folder)
     yield folder, closing
     shutil.rmtree(base, ignore_errors=True)
 
@@ -45,9 +47,9 @@ def scene(scenes):
 
 @pytest.mark.parametrize("name", list(shots.SHOTS))
 async def test_screen_matches_stored(scene, name, tmp_path, request):
-    level, keys, *size = shots.SHOTS[name]
-    folder = request.getfixturevalue("closing") if level in shots.CLOSED_LEVELS else scene
-    text = await shots.shoot(name, level, keys, folder, tmp_path, *size)
+    shot = shots.SHOTS[name]
+    folder = request.getfixturevalue("closing") if shot.level in shots.CLOSED_LEVELS else scene
+    text = await shots.shoot(name, shot, folder, tmp_path)
     text = text.replace(str(scene), PLACEHOLDER).replace(str(folder.parent / "done"), CLOSING_PLACEHOLDER)
     svg = (tmp_path / f"{name}.svg").read_text(encoding="utf-8")
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
@@ -65,6 +67,6 @@ def test_report_markdown_renders_as_a_page(closing):
 
 
 async def test_same_scene_draws_the_same_twice(scene, tmp_path):
-    a = await shots.shoot("main-warning", "warning", ["down"], scene, None)
-    b = await shots.shoot("main-warning", "warning", ["down"], scene, None)
+    a = await shots.shoot("main-warning", shots.SHOTS["main-warning"], scene, None)
+    b = await shots.shoot("main-warning", shots.SHOTS["main-warning"], scene, None)
     assert a == b and "WARNING" in a

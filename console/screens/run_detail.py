@@ -28,7 +28,7 @@ def config_table(detail: dict) -> Table:
     t.add_column(overflow="fold")
     t.add_row(
         "state",
-        f"{run.get('state')}  step {run.get('step')}  loss {fmt_loss(run.get('loss'))}"
+        f"{run.get('state')}  step {_or_dash(run.get('step'))}  loss {fmt_loss(run.get('loss'))}"
         f"  attempts {run.get('attempts', '-')}  elapsed {fmt_span(run.get('elapsed_seconds'))}",
     )
     if run.get("stop_reason"):
@@ -49,6 +49,11 @@ def config_table(detail: dict) -> Table:
     if cfg.get("env"):
         t.add_row("env", " ".join(f"{k}={v}" for k, v in cfg["env"].items()))
     return t
+
+
+def _or_dash(value: object) -> object:
+    """A figure not known yet (no metric line parsed) reads "-", never "None"."""
+    return "-" if value is None else value
 
 
 def time_words(run: dict, variant: dict) -> str:
