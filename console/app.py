@@ -169,15 +169,19 @@ class CampaignConsole(App):
         return self.sampler.read(pids, root), plot.read_new()
 
     def _announce(self, rows: list[dict]) -> None:
-        """A toast when a run stops, fails or finishes (the table keeps the reason)."""
-        if not self._states:  # the first state: nothing to announce, only states to note
+        """A toast when a run stops, fails or finishes (the table keeps the reason), and once per run
+        whose metrics regex gives no numbers, from the first state on."""
+        first = not self._states  # the first state: no change to announce, only states to note
+        for r in rows:
+            rid = str(r.get("id"))
+            if r.get("metrics_warning") and rid not in self._metrics_warned:  # said once, first state too
+                self._metrics_warned.add(rid)
+                self.notify(f"{rid}: {r['metrics_warning']}", severity="warning", timeout=15)
+        if first:
             self._states.update((str(r.get("id")), str(r.get("state"))) for r in rows)
             return
         for r in rows:
             rid, state = str(r.get("id")), str(r.get("state"))
-            if r.get("metrics_warning") and rid not in self._metrics_warned:
-                self._metrics_warned.add(rid)
-                self.notify(f"{rid}: {r['metrics_warning']}", severity="warning", timeout=15)
             before = self._states.get(rid)
             self._states[rid] = state
             if before is None or before == state or not self.last_seen:
