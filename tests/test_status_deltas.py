@@ -182,3 +182,31 @@ def test_a_second_with_nothing_new_sends_nothing_and_reads_nothing(tmp_path) -> 
     row = view.row("b-00000001")
     assert row is not None and (row.stop_reason, row.step) == ("r", 6)
     led.close()
+
+
+def test_an_idle_runner_tick_does_not_look_for_queued_runs_again(tmp_path) -> None:
+    """The runner's tick (4 a second) read the queued runs each time; with none queued it now
+    looks again only after the ledger wrote a run row (the only way a run gets queued)."""
+    from runner.daemon.launcher import RunManager
+    from runner.daemon.slots import plan_slots
+
+    clock = {"now": 1_800_000_000.0}
+    campaign, led, _ = _setup(tmp_path / "camp", clock)
+    _insert(led, tmp_path, "a-00000001", "a", "finished", clock["now"])
+    manager = RunManager(campaign, led, plan_slots(campaign, gpu_count=0, nvml_error=None), grace_seconds=1)
+    statements: list[str] = []
+    led.conn.set_trace_callback(statements.append)
+    manager.schedule()
+    assert any("FROM runs" in q for q in statements)  # the first look
+    statements.clear()
+    for _ in range(4):
+        manager.schedule()
+    led.record_metrics("a-00000001", [{"t": clock["now"], "step": 1, "loss": 1.0}], offset=1, bad_lines=0, restarts=0)
+    statements.clear()
+    manager.schedule()
+    assert statements == []  # nothing queued, and a metric batch queues nothing
+    led.update_run("a-00000001", stop_reason="note")
+    statements.clear()
+    manager.schedule()
+    assert any("FROM runs" in q for q in statements)  # a run row was written: look again
+    led.close()

@@ -79,7 +79,10 @@ class RunManager(RunRequests, Recovery):
             return False  # the wrap-up: queued runs wait (not refused), resumable elsewhere
         if time.time() < self.campaign.bundle.started_at.timestamp():
             return False  # the window has not opened: runs wait queued (`start` says so)
+        if self.queue_empty:
+            return False
         queued = sorted(runs_in_state(self.ledger.conn, RunState.QUEUED), key=order_key(self.campaign))
+        self.queue_empty = not queued
         waiting = [r for r in queued if r["id"] not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:

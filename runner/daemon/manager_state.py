@@ -80,6 +80,10 @@ class ManagerBase:
         self.grace = grace_seconds
         self.active: dict[str, Active] = {}
         self.started_at = time.time()  # this runner's start (the pilot's wait may have run out before)
+        # no run was queued at the last look, and the ledger has written no run row since (a run
+        # is queued only through a ledger write): `schedule` then skips its query, 4 times a second
+        self.queue_empty = False
+        ledger.run_listeners.append(self._run_written)
         self.wrapup_hold = False  # True from the wrap-up's start on: nothing new launches
         self.busy: dict[str, str] = {}  # slot key -> run id
         self.hold: LaunchHold = pilot.OPEN  # the pilot's hold, as the last launch pass found it
@@ -90,6 +94,10 @@ class ManagerBase:
         self.cgroups_stopping: set[str] = set()  # run cgroups a thread is emptying
 
     # -- helpers -------------------------------------------------------------------------------
+    def _run_written(self, run_id: str, metrics_only: bool) -> None:
+        if not metrics_only:
+            self.queue_empty = False
+
     def _variant_table(self, run: dict) -> dict:
         return frozen_config(run["run_dir"]).get("variant", {})
 

@@ -22,9 +22,10 @@ from runner.supervision.line_parsers import line_parser
 from runner.supervision.metric_stream import MetricStream
 
 GLOB_SCAN_SECONDS = 2.0
-# the runner reads a running run's metric lines and checkpoint records once a second, not at every
-# quarter-second tick: the supervisor judges the rules and grades checkpoints itself, the ledger
-# keeps what status and the console show once a second, and each read is a ledger transaction
+# the runner reads a running run's metric lines, checkpoint records and verdict once a second, not
+# at every quarter-second tick: the supervisor judges the rules, stops the run and grades checkpoints
+# itself, the ledger keeps what status and the console show once a second, and each metric read is
+# a ledger transaction
 READ_EVERY_SECONDS = 1.0
 
 
@@ -99,15 +100,15 @@ class RunWatch:
 
     # -- one tick ------------------------------------------------------------------------------
     def poll(self) -> bool:
-        """Ingest whatever is new (metric lines and checkpoint records at most every `read_every`
-        seconds); True when the ledger changed."""
+        """Ingest whatever is new (metric lines, checkpoint records and the verdict at most every
+        `read_every` seconds: the supervisor acts on them itself); True when the ledger changed."""
         changed = False
         now = time.monotonic()
         if now - self._read_at >= self.read_every:
             self._read_at = now
             changed = self._metrics()
             changed |= self._checkpoints()
-        changed |= self._verdict()
+            changed |= self._verdict()
         changed |= self._supervisor()
         return changed
 
