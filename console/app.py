@@ -97,6 +97,9 @@ class CampaignConsole(App):
         self.main_screen = MainScreen()
         self.push_screen(self.main_screen)
         if self.auto_tick:
+            start = getattr(self.source, "start", None)  # a live source subscribes at once
+            if callable(start):
+                start()
             self.call_after_refresh(self._auto_tick)
 
     async def _auto_tick(self) -> None:

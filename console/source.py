@@ -91,9 +91,14 @@ class RunnerSource:
                 continue
             self._news.set()
 
-    async def update(self) -> StatusUpdate:
+    def start(self) -> None:
+        """Subscribe now (the app calls it as it mounts): the runner builds and sends its full
+        state while the console is still drawing its first screen."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._follow())
+
+    async def update(self) -> StatusUpdate:
+        self.start()
         if self.state is None and self._next_state is None and self._down is None:
             self._news.clear()
             try:
