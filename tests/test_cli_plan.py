@@ -147,3 +147,18 @@ def test_init_starts_the_window_at_the_current_hour_never_later():
 
     now = dt.datetime(2026, 11, 29, 9, 59, 30, tzinfo=dt.UTC)
     assert "started_at = 2026-11-29T09:00:00Z" in template_text("x", now=now)
+
+
+def test_a_window_past_its_retrieval_deadline_is_never_said_to_need_no_other_plan(tmp_path):
+    import time
+
+    from tests.helpers_runner import write_campaign
+
+    write_campaign(tmp_path / "late", [{"name": "a"}], started_at=time.time() - 10 * 86400)
+    plan = campaign("plan", "late", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    text = " ".join(plan.stdout.split())
+    assert "the retrieval deadline has passed: nothing more runs in this window" in text
+    assert "no other plan needed" not in text
+    check = campaign("check", "late", cwd=tmp_path)
+    assert "note      the retrieval deadline has passed" in check.stdout

@@ -255,6 +255,17 @@ def summary_line(report: PlanReport) -> str:
     return f"{head}: fits, {fmt_hours(s.uncommitted_hours)} h uncommitted ({pct}%{tight})."
 
 
+def deadline_note(report: PlanReport) -> str | None:
+    """Said when the retrieval deadline has passed: the plan is the window's, and nothing of it can
+    still run in this window (the runner refuses every launch), however well it fits."""
+    if report.schedule.lanes or report.clock.to_retrieve_seconds >= 0:
+        return None
+    return (
+        "the retrieval deadline has passed: nothing more runs in this window (the plan is "
+        "the window's, from its start); running this plan needs a new bundle"
+    )
+
+
 def where_now(report: PlanReport) -> str:
     """Where the reader stands in the window, and what the plan has running at that hour."""
     now, s = report.now_hours, report.schedule
@@ -350,8 +361,12 @@ def render_plan(report: PlanReport, console) -> None:
         console.print(
             f"declared but in no phase (not scheduled): {escape(', '.join(report.unscheduled))}", highlight=False
         )
+    late = deadline_note(report)
+    if late:
+        console.print(late, style="bold red", highlight=False)
     if not report.options:
-        console.print("no other plan needed.", highlight=False)
+        if not late:
+            console.print("no other plan needed.", highlight=False)
         return
     opts = Table(title="options", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     opts.add_column("plan", no_wrap=True)

@@ -19,7 +19,7 @@ from runner.campaign.host_plan import placement
 from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import CAMPAIGN_FILE, load_campaign, parse_campaign
 from runner.campaign.objects import CATEGORIES, Campaign
-from runner.campaign.plan import fmt_hours, plan_campaign, render_plan, summary_line
+from runner.campaign.plan import deadline_note, fmt_hours, plan_campaign, render_plan, summary_line
 from runner.campaign.toml_lines import KeyLines
 from runner.supervision.regex_check import earlier_output_warning, regex_findings
 
@@ -108,6 +108,8 @@ def cmd_check(ns: argparse.Namespace) -> int:
         print(line)
     report = plan_campaign(campaign)
     print(f"plan      {summary_line(report)}")
+    if late := deadline_note(report):
+        print(f"note      {late}")
     if report.unscheduled:
         print(f"note      declared but in no phase: {', '.join(report.unscheduled)}")
     for v in campaign.variants:
