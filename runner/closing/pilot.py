@@ -37,6 +37,7 @@ from runner.closing.pilot_plan import (
 from runner.ledger import pilot_rows as rows
 from runner.ledger.pilot_rows import DecidedHow
 from runner.ledger.queries import events_of
+from runner.ledger.records import RunRecord
 from runner.ledger.states import TERMINAL_STATES
 from runner.ledger.store import all_runs
 
@@ -119,36 +120,34 @@ def pilot_end(campaign: Campaign, conn: sqlite3.Connection, now: float) -> Pilot
     return end
 
 
-def _variant_progress(scope: list[str], runs: list[dict], first_ckpt: dict[str, float]) -> list[dict]:
+def _variant_progress(scope: list[str], runs: list[RunRecord], first_ckpt: dict[str, float]) -> list[dict]:
     """For each scheduled variant: its first run, and whether (and when) it reached the pilot mark."""
     out = []
     for name in scope:
-        launched = [r for r in runs if r["variant"] == name and r["launched_at"] is not None]
+        launched = [r for r in runs if r.variant == name and r.launched_at is not None]
         entry: dict[str, Any] = {"variant": name, "run": None, "reached": False, "how": None, "at": None}
         if launched:
-            first = min(launched, key=lambda r: r["launched_at"])
-            entry["run"] = first["id"]
-            if first["id"] in first_ckpt:
-                entry.update(reached=True, how="checkpoint", at=first_ckpt[first["id"]])
-            elif first["state"] in TERMINAL_STATES:
-                entry.update(
-                    reached=True, how=f"ended ({first['state']})", at=first["ended_at"] or first["launched_at"]
-                )
+            first = min(launched, key=lambda r: r.launched_at or 0.0)
+            entry["run"] = first.id
+            if first.id in first_ckpt:
+                entry.update(reached=True, how="checkpoint", at=first_ckpt[first.id])
+            elif first.state in TERMINAL_STATES:
+                entry.update(reached=True, how=f"ended ({first.state})", at=first.ended_at or first.launched_at)
         out.append(entry)
     return out
 
 
-def _completion(campaign: Campaign, plan: dict, runs: list[dict], progress: list[dict], now: float) -> PilotEnd:
+def _completion(campaign: Campaign, plan: dict, runs: list[RunRecord], progress: list[dict], now: float) -> PilotEnd:
     pilot = pilot_phase(campaign)
     if pilot is not None:
         basis = f"the phase '{pilot.name}' ended"
         if pilot.variants:
             ends = []
             for name in pilot.variants:
-                mine = [r for r in runs if r["variant"] == name]
-                if not mine or any(r["state"] not in TERMINAL_STATES for r in mine):
+                mine = [r for r in runs if r.variant == name]
+                if not mine or any(r.state not in TERMINAL_STATES for r in mine):
                     return PilotEnd(False, None, basis)
-                ends.append(max(r["ended_at"] or 0.0 for r in mine))
+                ends.append(max(r.ended_at or 0.0 for r in mine))
             return PilotEnd(True, max(ends), basis)
         item = next(
             (i for i in plan.get("items", []) if i.get("kind") == "phase" and i.get("name") == pilot.name), None
@@ -211,7 +210,7 @@ def pilot_status(campaign: Campaign, conn: sqlite3.Connection, now: float | None
     now = time.time() if now is None else now
     plan = ensure_frozen_plan(campaign, conn, now)
     runs = all_runs(conn)
-    if not any(r["launched_at"] is not None for r in runs):
+    if not any(r.launched_at is not None for r in runs):
         return None
     scope = scheduled_variants(campaign, plan, conn)
     progress = _variant_progress(scope, runs, rows.first_checkpoint_times(conn))
@@ -250,8 +249,8 @@ def not_over_yet(campaign: Campaign, conn: sqlite3.Connection, now: float | None
     if pilot is not None and pilot.variants:
         left = []
         for name in pilot.variants:
-            mine = [r for r in runs if r["variant"] == name and r["state"] not in TERMINAL_STATES]
-            states = [str(r["state"]) for r in mine] or ([] if any(r["variant"] == name for r in runs) else ["not run"])
+            mine = [r for r in runs if r.variant == name and r.state not in TERMINAL_STATES]
+            states = [str(r.state) for r in mine] or ([] if any(r.variant == name for r in runs) else ["not run"])
             if states:
                 left.append(f"{name} ({', '.join(states)})")
         waits = f"; waiting for {', '.join(left)}" if left else ""

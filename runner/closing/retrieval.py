@@ -142,21 +142,21 @@ def _build(campaign: Campaign, conn: sqlite3.Connection | None, now: float) -> R
     ckpts = L.checkpoints(conn) if conn is not None else []
     all_ckpt_paths = {Path(c["path"]) for c in ckpts}
     for run in runs:
-        live = run["state"] in PENDING_STATES
-        mine = [c for c in ckpts if c["run_id"] == run["id"]]
+        live = run.state in PENDING_STATES
+        mine = [c for c in ckpts if c["run_id"] == run.id]
         verified = [c for c in mine if c.get("verified")]
         if verified:
             best = max(verified, key=lambda c: (c.get("step") or -1, c.get("t") or 0.0))
             path = Path(best["path"])
-            add(path, Kind.CHECKPOINT, run=run["id"])
-            add(path.with_suffix(".json"), Kind.CHECKPOINT, run=run["id"])
+            add(path, Kind.CHECKPOINT, run=run.id)
+            add(path.with_suffix(".json"), Kind.CHECKPOINT, run=run.id)
         elif mine:
-            result.notes.append(f"{run['id']}: no verified checkpoint, none pulled")
-        run_dir = Path(run["run_dir"])
+            result.notes.append(f"{run.id}: no verified checkpoint, none pulled")
+        run_dir = run.run_dir
         if run_dir.is_dir():
             sidecars = {p.with_suffix(".json") for p in all_ckpt_paths}
             for p in sorted(run_dir.iterdir()):
                 if p in all_ckpt_paths or p in sidecars:
                     continue
-                add(p, Kind.RECORDS, live=live, run=run["id"])
+                add(p, Kind.RECORDS, live=live, run=run.id)
     return result

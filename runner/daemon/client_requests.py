@@ -30,6 +30,7 @@ from runner.daemon.runview import RunView
 from runner.daemon.status import frozen_config
 from runner.daemon.status_types import Snapshot
 from runner.ledger import store as L
+from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
 
 MAX_CLIENT_BUFFER = 8 * 1024 * 1024
@@ -190,26 +191,16 @@ class ClientRequests:
             self._reload_campaign()
             out = m.enqueue(_text(args, "variant"), why="start")
             m.schedule()
-            run = self.ledger.run(out["run"]) or {}
-            held = m.hold.held and run.get("state") == RunState.QUEUED and run.get("variant") not in m.hold.allowed
-            held = held and not run.get("attempts")
-            return {
-                **out,
-                "state": run.get("state", out["state"]),
-                **({"reason": run["stop_reason"]} if run.get("state") == RunState.REFUSED else {}),
-                **({"note": m.hold.reason} if held else {}),
-            }
+            run = self.ledger.run(out["run"])
+            held = m.hold.held and run is not None and run.state == RunState.QUEUED
+            held = held and run is not None and run.variant not in m.hold.allowed and not run.attempts
+            return {**out, **_state_reply(run), **({"note": m.hold.reason} if held else {})}
         if op == "abort":
             return m.abort(_text(args, "run"), args.get("reason") or None, str(args.get("by") or "user"))
         if op == "resume":
             out = m.resume(_text(args, "run"))
             m.schedule()
-            run = self.ledger.run(out["run"]) or {}
-            return {
-                **out,
-                "state": run.get("state", out["state"]),
-                **({"reason": run["stop_reason"]} if run.get("state") == RunState.REFUSED else {}),
-            }
+            return {**out, **_state_reply(self.ledger.run(out["run"]))}
         if op == "checkpoint":
             return m.signal_checkpoint(_text(args, "run"))
         if op == "decide":
@@ -271,13 +262,20 @@ class ClientRequests:
         return protocol.sanitize(
             {
                 "run": msgspec.to_builtins(row),
-                "config": frozen_config(run["run_dir"]),
+                "config": frozen_config(run.run_dir),
                 "rules": msgspec.to_builtins(row.rules) if row is not None else [],
                 "checkpoints": L.checkpoints(self.ledger.conn, run_id),
-                "log_tail": read_tail(Path(run["run_dir"]) / "output.log"),
+                "log_tail": read_tail(run.run_dir / "output.log"),
                 "events": L.events(self.ledger.conn, run_id=run_id, limit=200),
             }
         )
+
+
+def _state_reply(run: RunRecord | None) -> dict[str, Any]:
+    """A run's state as recorded after a request (and a refusal's reason); nothing when it is gone."""
+    if run is None:
+        return {}
+    return {"state": run.state, **({"reason": run.stop_reason} if run.state == RunState.REFUSED else {})}
 
 
 def _text(args: dict, key: str) -> str:

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from campaign_train.atomic import write_json_atomic
@@ -33,6 +33,7 @@ from runner.daemon.run_requests import RunRequests
 from runner.daemon.slots import order_key
 from runner.import_paths import tool_env
 from runner.ledger import queries
+from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
 from runner.ledger.store import runs_in_state
 from runner.supervision import kept_copy, proctree
@@ -83,16 +84,16 @@ class RunManager(RunRequests, Recovery):
             return False
         queued = sorted(runs_in_state(self.ledger.conn, RunState.QUEUED), key=order_key(self.campaign))
         self.queue_empty = not queued
-        waiting = [r for r in queued if r["id"] not in self.active]
+        waiting = [r for r in queued if r.id not in self.active]
         hold = self.launch_hold() if waiting else pilot.OPEN
         for run in queued:
-            if run["id"] in self.active or run["id"] in self.draining:
+            if run.id in self.active or run.id in self.draining:
                 continue  # resumed while its last attempt is still stopping
-            if hold.held and run["variant"] not in hold.allowed and not run.get("attempts"):
+            if hold.held and run.variant not in hold.allowed and not run.attempts:
                 continue  # new work waits for the pilot decision; a resume asked for goes on
             vt = self._variant_table(run)
             need = max(1, int(vt.get("gpus", 1) or 1))
-            remaining_h = max(0.0, float(run["planned_hours"]) - (run.get("active_seconds") or 0.0) / 3600.0)
+            remaining_h = max(0.0, float(run.planned_hours) - (run.active_seconds or 0.0) / 3600.0)
             retrieve_by = self.campaign.bundle.retrieve_by.timestamp()
             now = time.time()
             if now + remaining_h * 3600.0 > retrieve_by:
@@ -115,31 +116,31 @@ class RunManager(RunRequests, Recovery):
             try:
                 self.launch(run, free[:need])
             except Exception as exc:
-                if run["id"] in self.active or containment.is_host_failure(exc):
+                if run.id in self.active or containment.is_host_failure(exc):
                     # a full disk, a ledger that cannot be written: the host's trouble, not the
                     # run's. It stays queued (or, launched, is recorded at the next tick).
-                    self.faults.contained(run["id"], "launching", exc)
+                    self.faults.contained(run.id, "launching", exc)
                     break
                 self._launch_failed(run, exc)
             changed = True
         return changed
 
-    def _launch_failed(self, run: dict, exc: BaseException) -> None:
+    def _launch_failed(self, run: RunRecord, exc: BaseException) -> None:
         """The run's own configuration could not be launched (an env key the OS refuses, a path
         too long): that run fails, with the reason; the queue goes on."""
         reason = f"could not launch: {containment.describe(exc)}"
-        containment.log(f"run {run['id']} {reason}")
+        containment.log(f"run {run.id} {reason}")
         self.ledger.change_run(
-            run["id"],
+            run.id,
             "failed",
             dict(state=RunState.FAILED, stop_reason=reason, ended_at=time.time()),
-            attempt=int(run.get("attempts") or 0) + 1,
+            attempt=int(run.attempts or 0) + 1,
             reason=reason,
         )
 
-    def refuse(self, run: dict, reason: str) -> None:
+    def refuse(self, run: RunRecord, reason: str) -> None:
         self.ledger.change_run(
-            run["id"], "refused", dict(state=RunState.REFUSED, stop_reason=reason, ended_at=time.time()), reason=reason
+            run.id, "refused", dict(state=RunState.REFUSED, stop_reason=reason, ended_at=time.time()), reason=reason
         )
 
     def _latest_verified(self, run_id: str) -> str | None:
@@ -148,24 +149,24 @@ class RunManager(RunRequests, Recovery):
         paths = queries.newest_checkpoints(self.ledger.conn, run_id, verified=True)
         return next((str(p) for p in paths if p.is_file()), None)
 
-    def _grade_unjudged(self, run: dict) -> None:
+    def _grade_unjudged(self, run: RunRecord) -> None:
         """A checkpoint saved after the last attempt's supervisor stopped judging (a lost
         supervisor's orphan saves on SIGTERM) was never verified: grade the newest one now, so a
         resume starts from it rather than from an older verified one. Blocks for one grading."""
-        newest = max(Path(run["run_dir"]).joinpath("checkpoints").glob("ckpt-*.pt"), default=None)
+        newest = max(run.run_dir.joinpath("checkpoints").glob("ckpt-*.pt"), default=None)
         if newest is None or verify_path_for(newest).exists():
             return
-        verified = queries.max_verified_step(self.ledger.conn, run["id"])
+        verified = queries.max_verified_step(self.ledger.conn, run.id)
         step = step_of(newest)
         if step is None or (verified is not None and step <= verified):
             return
         try:
-            command: list[str] | None = list(self.campaign.variant(run["variant"]).command)
+            command: list[str] | None = list(self.campaign.variant(run.variant).command)
         except (KeyError, AttributeError, TypeError):
             command = None
         rec = grade_now(newest, self.campaign.root, command=command)
         self.ledger.upsert_checkpoint(
-            run["id"],
+            run.id,
             str(newest),
             step=rec["step"],
             t=rec["at"],
@@ -178,7 +179,7 @@ class RunManager(RunRequests, Recovery):
         )
         self.ledger.event(
             "checkpoint_verified",
-            run["id"],
+            run.id,
             path=str(newest),
             step=rec["step"],
             verified=rec["verified"],
@@ -187,26 +188,26 @@ class RunManager(RunRequests, Recovery):
             by="runner, before resuming",
         )
 
-    def launch(self, run: dict, slot_indexes: list[int]) -> None:
+    def launch(self, run: RunRecord, slot_indexes: list[int]) -> None:
         vt = self._variant_table(run)
-        attempt = int(run.get("attempts") or 0) + 1
+        attempt = int(run.attempts or 0) + 1
         resume = attempt > 1
-        run_dir = Path(run["run_dir"])
+        run_dir = run.run_dir
         argv = list(vt.get("resume_command") or vt.get("command") or []) if resume else list(vt.get("command") or [])
-        argv = expand_all(argv, run["id"])
+        argv = expand_all(argv, run.id)
         keys = [self.slots.keys[i] for i in slot_indexes]
         labels = [self.slots.labels[i] for i in slot_indexes]
         if resume and vt.get("checkpoint_glob"):
             restored = kept_copy.restore_if_needed(run_dir)
             if restored:
-                self.ledger.event("checkpoint_restored", run["id"], **restored)
+                self.ledger.event("checkpoint_restored", run.id, **restored)
         if resume:
             self._grade_unjudged(run)
-        resume_from = self._latest_verified(run["id"]) if resume else None
-        env = {str(k): expand(str(v), run["id"]) for k, v in (vt.get("env") or {}).items()}
+        resume_from = self._latest_verified(run.id) if resume else None
+        env = {str(k): expand(str(v), run.id) for k, v in (vt.get("env") or {}).items()}
         env.update(
             {
-                "CAMPAIGN_RUN_ID": run["id"],
+                "CAMPAIGN_RUN_ID": run.id,
                 "CAMPAIGN_RUN_DIR": str(run_dir),
                 "CAMPAIGN_DIR": str(self.campaign.root),
                 "CAMPAIGN_ATTEMPT": str(attempt),
@@ -223,7 +224,7 @@ class RunManager(RunRequests, Recovery):
                 pass
         if resume_from:
             env["CAMPAIGN_RESUME_FROM"] = resume_from
-        cgroup = self._run_cgroup(run["id"], attempt)
+        cgroup = self._run_cgroup(run.id, attempt)
         write_json_atomic(
             run_dir / "launch.json",
             {
@@ -238,7 +239,7 @@ class RunManager(RunRequests, Recovery):
         proc_env = dict(os.environ)
         proc_env.update(env)
         proc_env = tool_env(proc_env)
-        watch = self._watch({**run, "attempts": attempt})
+        watch = self._watch(replace(run, attempts=attempt))
         now = time.time()
         with open(os.devnull, "rb") as devnull, open(run_dir / "supervisor.log", "ab") as log:
             popen = subprocess.Popen(
@@ -268,7 +269,7 @@ class RunManager(RunRequests, Recovery):
             stop_value=None,
             stop_step=None,
         )
-        if not run.get("launched_at"):
+        if not run.launched_at:
             cols["launched_at"] = now
         event = dict(
             kind="resumed" if resume else "launched",
@@ -282,7 +283,7 @@ class RunManager(RunRequests, Recovery):
         # watched from the moment it exists: a ledger that cannot be written now (a full disk) must
         # not make the next tick launch the run a second time
         act = Active(
-            run["id"],
+            run.id,
             attempt,
             keys,
             watch,
@@ -290,9 +291,9 @@ class RunManager(RunRequests, Recovery):
             supervisor=proctree.process_of(popen.pid, ident.create_time if ident else None),
             unrecorded=(cols, event),
         )
-        self.active[run["id"]] = act
+        self.active[run.id] = act
         for k in keys:
-            self.busy[k] = run["id"]
+            self.busy[k] = run.id
         self._record_launch(act)
 
     def _run_cgroup(self, run_id: str, attempt: int) -> str | None:

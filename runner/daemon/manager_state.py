@@ -20,6 +20,7 @@ from runner.daemon.slots import SlotPlan
 from runner.daemon.status import frozen_config
 from runner.daemon.watcher import READ_EVERY_SECONDS, RunWatch
 from runner.ledger import queries
+from runner.ledger.records import RunRecord
 from runner.ledger.store import Ledger
 from runner.supervision import cgroups, proctree
 
@@ -98,13 +99,13 @@ class ManagerBase:
         if not metrics_only:
             self.queue_empty = False
 
-    def _variant_table(self, run: dict) -> dict:
-        return frozen_config(run["run_dir"]).get("variant", {})
+    def _variant_table(self, run: RunRecord) -> dict:
+        return frozen_config(run.run_dir).get("variant", {})
 
     def free_slots(self) -> list[int]:
         return [i for i, k in enumerate(self.slots.keys) if k not in self.busy]
 
-    def _watch(self, run: dict) -> RunWatch:
+    def _watch(self, run: RunRecord) -> RunWatch:
         vt = self._variant_table(run)
         return RunWatch(
             self.ledger,
@@ -112,7 +113,7 @@ class ManagerBase:
             root=self.campaign.root,
             metrics_regex=vt.get("metrics_regex"),
             metrics_format=vt.get("metrics_format"),
-            checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run["id"]),
-            offset=queries.metrics_offset(self.ledger.conn, run["id"]),
+            checkpoint_glob=expand_opt(vt.get("checkpoint_glob"), run.id),
+            offset=queries.metrics_offset(self.ledger.conn, run.id),
             read_every=READ_EVERY_SECONDS,
         )

@@ -14,6 +14,7 @@ from runner.campaign import runid
 from runner.campaign.host_view import not_placed_here
 from runner.daemon.manager_state import ManagerBase, RequestError
 from runner.daemon.slots import initial_queue
+from runner.ledger.records import RunRecord
 from runner.ledger.states import PENDING_STATES, RunState
 
 
@@ -37,7 +38,7 @@ class Queueing(ManagerBase):
         rid = runid.run_id(self.campaign, variant)
         existing = self.ledger.run(rid)
         if existing is not None:
-            state = existing["state"]
+            state = existing.state
             if state in PENDING_STATES:
                 return {"run": rid, "state": state, "note": "already " + state + self._window_note()}
             if state == RunState.FINISHED:
@@ -96,9 +97,9 @@ class Queueing(ManagerBase):
             return ""
         return f"; waiting: the rental window opens at {opens:%Y-%m-%d %H:%M} UTC, in {wait / 3600:.1f} h"
 
-    def _requeue(self, run: dict, why: str) -> dict:
+    def _requeue(self, run: RunRecord, why: str) -> dict:
         self.ledger.change_run(
-            run["id"],
+            run.id,
             "queued",
             dict(
                 state=RunState.QUEUED,
@@ -109,14 +110,14 @@ class Queueing(ManagerBase):
                 stop_step=None,
             ),
             durable=False,
-            variant=run["variant"],
+            variant=run.variant,
             why=why,
         )
-        return {"run": run["id"], "state": RunState.QUEUED}
+        return {"run": run.id, "state": RunState.QUEUED}
 
     def queue_initial(self) -> list[str]:
         """At start: phase variants that have never had a run, in launch order."""
-        have = {r["variant"] for r in self.ledger.runs()}
+        have = {r.variant for r in self.ledger.runs()}
         out = []
         for name in initial_queue(self.campaign):
             if name not in have and not_placed_here(self.campaign, name) is None:

@@ -4,13 +4,14 @@ meanwhile closed, launches and ends the ledger missed repaired.
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from campaign_train.atomic import read_json
 from runner.daemon.manager_state import Active
 from runner.daemon.run_end import RunEnding
 from runner.ledger import queries
+from runner.ledger.records import RunRecord
 from runner.ledger.states import TERMINAL_STATES, RunState
 from runner.supervision import proctree
 
@@ -23,32 +24,32 @@ class Recovery(RunEnding):
         adopted, ended = [], []
         self.repair_missing_ends()
         for run in self.ledger.runs():
-            if run["state"] == RunState.QUEUED:
+            if run.state == RunState.QUEUED:
                 run = self._maybe_launched_unrecorded(run)
-            if run["state"] != RunState.RUNNING:
+            if run.state != RunState.RUNNING:
                 continue
-            attempt = int(run.get("attempts") or 1)
-            sup = read_json(Path(run["run_dir"]) / "supervisor.json")
-            pid, ctime = run.get("supervisor_pid"), run.get("supervisor_create_time")
+            attempt = int(run.attempts or 1)
+            sup = read_json(run.run_dir / "supervisor.json")
+            pid, ctime = run.supervisor_pid, run.supervisor_create_time
             if isinstance(sup, dict) and sup.get("attempt") == attempt:
                 pid, ctime = sup.get("pid", pid), sup.get("create_time", ctime)
             proc = proctree.process_of(pid, ctime)
             watch = self._watch(run)
-            keys = [k for k in (run.get("gpu_slot") or "").split(",") if k]
-            act = Active(run["id"], attempt, keys, watch, popen=None, supervisor=proc)
+            keys = [k for k in (run.gpu_slot or "").split(",") if k]
+            act = Active(run.id, attempt, keys, watch, popen=None, supervisor=proc)
             if proc is not None and not proctree.gone(proc):
-                self.active[run["id"]] = act
+                self.active[run.id] = act
                 for k in keys:
                     if k in self.slots.keys:
-                        self.busy[k] = run["id"]
-                self.ledger.event("adopted", run["id"], supervisor_pid=pid, attempt=attempt)
+                        self.busy[k] = run.id
+                self.ledger.event("adopted", run.id, supervisor_pid=pid, attempt=attempt)
                 act.watch.poll()
-                adopted.append(run["id"])
+                adopted.append(run.id)
             else:
                 state, _, _ = watch.finish()
                 self._finish(act)
-                self.ledger.event("lost" if state == RunState.FAILED else "ended_while_down", run["id"], state=state)
-                ended.append(run["id"])
+                self.ledger.event("lost" if state == RunState.FAILED else "ended_while_down", run.id, state=state)
+                ended.append(run.id)
         swept = self.sweep_cgroups()
         return {"adopted": adopted, "ended": ended, "cgroups_swept": swept}
 
@@ -59,39 +60,39 @@ class Recovery(RunEnding):
         repaired = []
         kinds = ("launched", "resumed", "queued", *sorted(TERMINAL_STATES))
         for run in self.ledger.runs():
-            if run["state"] not in TERMINAL_STATES:
+            if run.state not in TERMINAL_STATES:
                 continue
-            if queries.last_event_kind(self.ledger.conn, run["id"], kinds) not in ("launched", "resumed"):
+            if queries.last_event_kind(self.ledger.conn, run.id, kinds) not in ("launched", "resumed"):
                 continue
             self.ledger.event(
-                run["state"],
-                run["id"],
+                run.state,
+                run.id,
                 durable=True,
-                attempt=run.get("exit_attempt") or run.get("attempts"),
-                reason=run.get("stop_reason"),
-                returncode=run.get("returncode"),
+                attempt=run.exit_attempt or run.attempts,
+                reason=run.stop_reason,
+                returncode=run.returncode,
                 repaired=True,
             )
-            repaired.append(run["id"])
+            repaired.append(run.id)
         return repaired
 
-    def _maybe_launched_unrecorded(self, run: dict) -> dict:
+    def _maybe_launched_unrecorded(self, run: RunRecord) -> RunRecord:
         """A runner killed between starting a supervisor and recording it: its supervisor.json says so."""
-        attempt = int(run.get("attempts") or 0) + 1
-        sup = read_json(Path(run["run_dir"]) / "supervisor.json")
+        attempt = int(run.attempts or 0) + 1
+        sup = read_json(run.run_dir / "supervisor.json")
         if not isinstance(sup, dict) or sup.get("attempt") != attempt:
             return run
-        launch = read_json(Path(run["run_dir"]) / "launch.json") or {}
+        launch = read_json(run.run_dir / "launch.json") or {}
         cols: dict[str, Any] = dict(
             state=RunState.RUNNING,
             attempts=attempt,
             supervisor_pid=sup.get("pid"),
             supervisor_create_time=sup.get("create_time"),
             attempt_started_at=sup.get("started_at"),
-            launched_at=run.get("launched_at") or sup.get("started_at"),
+            launched_at=run.launched_at or sup.get("started_at"),
         )
         cuda = (launch.get("env") or {}).get("CUDA_VISIBLE_DEVICES")
         if cuda:
             cols["gpu_slot"] = cuda
-        self.ledger.update_run(run["id"], **cols)
-        return {**run, **cols}
+        self.ledger.update_run(run.id, **cols)
+        return replace(run, **cols)

@@ -134,18 +134,22 @@ class RunEnding(ManagerBase):
             self.faults.contained(act.run_id, "reading the run's folder at its end", exc)
             state, reason, exit_info = act.watch.end_from_files()
         fault_point("runner:end_ingested")
-        run = self.ledger.run(act.run_id) or {}
+        run = self.ledger.run(act.run_id)
+        # the row as recorded (runs are never deleted; a missing one reads as empty)
+        was = run.state if run is not None else None
+        was_reason = run.stop_reason if run is not None else None
+        run_dir = run.run_dir if run is not None else Path("")
         now = time.time()
         ended = (exit_info or {}).get("ended_at") or now
-        if run.get("state") == RunState.ABORTED and state in (RunState.FAILED, RunState.ABORTED):
-            state, reason = RunState.ABORTED, run.get("stop_reason")
+        if was == RunState.ABORTED and state in (RunState.FAILED, RunState.ABORTED):
+            state, reason = RunState.ABORTED, was_reason
         elif state == RunState.STOPPED:
-            reason = run.get("stop_reason") or reason
+            reason = was_reason or reason
         if state == RunState.FAILED and reason and reason.startswith("supervisor lost"):
-            tail = [ln for ln in _tail_lines(Path(run.get("run_dir", "")) / "supervisor.log") if ln.strip()]
+            tail = [ln for ln in _tail_lines(run_dir / "supervisor.log") if ln.strip()]
             if tail:
                 reason += f"; supervisor.log ends: {tail[-1].strip()[:200]}"
-        orphan = self._stop_orphan(Path(run.get("run_dir", "")), act.attempt, act.run_id) if exit_info is None else None
+        orphan = self._stop_orphan(run_dir, act.attempt, act.run_id) if exit_info is None else None
         if orphan is None:
             self.release_cgroup(act.run_id, act.attempt)
         if orphan is not None:
@@ -153,22 +157,22 @@ class RunEnding(ManagerBase):
             reason = (reason or "") + "; its training process was still running unjudged and was stopped"
             if state == RunState.FAILED:
                 reason += " (resume it)"
-        started = run.get("attempt_started_at") or ended
+        started = (run.attempt_started_at if run is not None else None) or ended
         cols: dict[str, Any] = dict(
             state=state,
             ended_at=ended,
             exit_attempt=act.attempt,
             returncode=(exit_info or {}).get("returncode"),
-            active_seconds=(run.get("active_seconds") or 0.0) + max(0.0, ended - started),
+            active_seconds=(run.active_seconds if run is not None else 0.0) + max(0.0, ended - started),
         )
         if state != RunState.FINISHED:
             cols["stop_reason"] = reason
-        elif run.get("stop_reason"):
+        elif was_reason:
             # an abort that reached the runner after the attempt had ended well: the run finished,
             # and the request stays only in the events (it stopped nothing)
             cols["stop_reason"] = None
-            reason = f"ended before the abort took effect ({run['stop_reason']})"
-        if run.get("state") == RunState.QUEUED:
+            reason = f"ended before the abort took effect ({was_reason})"
+        if was == RunState.QUEUED:
             # resumed while this attempt was still stopping: it ends, and the run waits for a slot
             cols["state"] = RunState.QUEUED
         # the end and its event in one durable transaction; the watch closes only once both are

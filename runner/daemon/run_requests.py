@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 from campaign_train.atomic import write_json_atomic
 from runner.daemon.manager_state import RequestError
 from runner.daemon.queueing import Queueing
+from runner.ledger.records import RunRecord
 from runner.ledger.states import PENDING_STATES, RunState
 
 
 class RunRequests(Queueing):
     """The run manager's part that answers requests about runs."""
 
-    def _known(self, run_id: str) -> dict:
+    def _known(self, run_id: str) -> RunRecord:
         run = self.ledger.run(run_id)
         if run is None:
             raise RequestError(f"no run {run_id!r} in this campaign (see `campaign status`)", code="bad_input")
@@ -26,7 +26,7 @@ class RunRequests(Queueing):
     def abort(self, run_id: str, reason: str | None, by: str) -> dict:
         run = self._known(run_id)
         reason = reason or f"aborted by {by}"
-        if run["state"] == RunState.QUEUED:
+        if run.state == RunState.QUEUED:
             self.ledger.change_run(
                 run_id,
                 "aborted",
@@ -36,11 +36,11 @@ class RunRequests(Queueing):
                 was=RunState.QUEUED,
             )
             return {"run": run_id, "state": RunState.ABORTED}
-        if run["state"] != RunState.RUNNING:
+        if run.state != RunState.RUNNING:
             raise RequestError(
-                f"run {run_id} is {run['state']}, not running or queued: nothing to abort", code="bad_input"
+                f"run {run_id} is {run.state}, not running or queued: nothing to abort", code="bad_input"
             )
-        write_json_atomic(Path(run["run_dir"]) / "abort.json", {"reason": reason, "at": time.time(), "by": by})
+        write_json_atomic(run.run_dir / "abort.json", {"reason": reason, "at": time.time(), "by": by})
         self.ledger.change_run(
             run_id,
             "aborted",
@@ -59,7 +59,7 @@ class RunRequests(Queueing):
 
     def resume(self, run_id: str) -> dict:
         run = self._known(run_id)
-        state = run["state"]
+        state = run.state
         if state in PENDING_STATES:
             return {"run": run_id, "state": state, "note": "already " + state}
         if state == RunState.FINISHED:
@@ -68,11 +68,9 @@ class RunRequests(Queueing):
                 "configuration does not count twice",
                 code="bad_input",
             )
-        if not (Path(run["run_dir"]) / "run.toml").exists():
-            raise RequestError(
-                f"run {run_id} has no run.toml in {run['run_dir']}: it cannot be resumed", code="bad_input"
-            )
-        self.ledger.event("resume_requested", run_id, was=state, reason=run.get("stop_reason"))
+        if not (run.run_dir / "run.toml").exists():
+            raise RequestError(f"run {run_id} has no run.toml in {run.run_dir}: it cannot be resumed", code="bad_input")
+        self.ledger.event("resume_requested", run_id, was=state, reason=run.stop_reason)
         return self._requeue(run, "resume")
 
     def signal_checkpoint(self, run_id: str) -> dict:
@@ -87,7 +85,7 @@ class RunRequests(Queueing):
     def cut_queued(self, run_ids: list[str], note: str) -> None:
         for rid in run_ids:
             run = self.ledger.run(rid)
-            if run and run["state"] == RunState.QUEUED:
+            if run is not None and run.state == RunState.QUEUED:
                 self.ledger.change_run(
                     rid,
                     "aborted",
@@ -100,7 +98,7 @@ class RunRequests(Queueing):
     def abort_all(self, reason: str, by: str) -> list[str]:
         out = []
         for run in self.ledger.runs():
-            if run["state"] in PENDING_STATES:
-                self.abort(run["id"], reason, by)
-                out.append(run["id"])
+            if run.state in PENDING_STATES:
+                self.abort(run.id, reason, by)
+                out.append(run.id)
         return out

@@ -32,6 +32,7 @@ from runner.daemon.status import (
 )
 from runner.daemon.status_types import Delta, RunRow, Snapshot, VariantInfo
 from runner.ledger import store as L
+from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
 
 PILOT_MAX_AGE_SECONDS = 60.0  # before the decision the pilot's re-estimate moves with the clock
@@ -45,7 +46,7 @@ class Inputs:
 
     __slots__ = ("run", "metrics", "progress", "checkpoints")
 
-    def __init__(self, run: dict, metrics: dict, progress: dict, checkpoints: list[dict]) -> None:
+    def __init__(self, run: RunRecord, metrics: dict, progress: dict, checkpoints: list[dict]) -> None:
         self.run, self.metrics, self.progress, self.checkpoints = run, metrics, progress, checkpoints
 
 
@@ -74,7 +75,7 @@ class RunView:
         # runs the ledger wrote, in the order written (new runs in ledger order) -> metric summary only
         self.dirty: dict[str, bool] = {}
         self.live: set[str] = set()  # rows that move with the clock: recomputed at every refresh
-        self.queued: dict[str, dict] = {}  # run id -> ledger row, for the queue's order
+        self.queued: dict[str, RunRecord] = {}  # run id -> ledger row, for the queue's order
         self.runs_of: dict[str, list[str]] = {}
         self.variants: list[VariantInfo] = []
         self.variants_seq = 0
@@ -117,7 +118,7 @@ class RunView:
         for c in L.checkpoints(self.conn):
             ckpts.setdefault(c["run_id"], []).append(c)
         for r in runs:
-            rid = r["id"]
+            rid = r.id
             self.inputs[rid] = Inputs(r, metrics.get(rid, {}), progress.get(rid, {}), ckpts.get(rid, []))
             self._place(rid, now)
         self.dirty.clear()
@@ -144,9 +145,9 @@ class RunView:
         inp = self.inputs[rid]
         row = run_row(inp.run, self.campaign, inp.metrics, inp.progress, inp.checkpoints, now)
         self.row_builds += 1
-        state = inp.run["state"]
+        state = inp.run.state
         # rows that move with the clock: running, an attempt still ending, a verdict awaited
-        ending = state in (RunState.ABORTED, RunState.STOPPED) and not inp.run.get("ended_at")
+        ending = state in (RunState.ABORTED, RunState.STOPPED) and not inp.run.ended_at
         live = state == RunState.RUNNING or ending or bool(row.verify_waiting)
         (self.live.add if live else self.live.discard)(rid)
         if state == RunState.QUEUED:
@@ -215,7 +216,7 @@ class RunView:
             self.head_seq = self.seq
 
     def queue(self) -> list[str]:
-        return [r["variant"] for r in sorted(self.queued.values(), key=order_key(self.campaign))]
+        return [r.variant for r in sorted(self.queued.values(), key=order_key(self.campaign))]
 
     # -- out --------------------------------------------------------------------------------------
     def changed_since(self, seq: int) -> list[RunRow]:

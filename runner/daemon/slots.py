@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from runner.campaign.objects import Campaign
 from runner.campaign.schedule import launch_order, variant_rank
+from runner.ledger.records import RunRecord
 
 SLOTS_ENV = "CAMPAIGN_SLOTS"
 
@@ -71,12 +72,12 @@ def plan_slots(
     return SlotPlan(tuple(str(i) for i in range(gpus)), tuple(str(i) for i in range(gpus)), note)
 
 
-def order_key(campaign: Campaign) -> Callable[[dict], tuple]:
+def order_key(campaign: Campaign) -> Callable[[RunRecord], tuple]:
     """Sort key for runs waiting to launch: the plan's launch order, then when each was queued."""
     rank = variant_rank(campaign)
 
-    def key(run: dict) -> tuple:
-        return (*rank(run.get("variant")), run.get("queued_at") or 0.0)
+    def key(run: RunRecord) -> tuple:
+        return (*rank(run.variant), run.queued_at or 0.0)
 
     return key
 

@@ -35,6 +35,7 @@ from runner.daemon.status_types import (
 )
 from runner.ledger import queries
 from runner.ledger import store as L
+from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
 from runner.supervision.line_parsers import empty_match_warning
 
@@ -86,16 +87,16 @@ def _num(v: Any) -> float | None:
 
 
 def rule_states(
-    rules: list[Rule], run: dict, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
+    rules: list[Rule], run: RunRecord, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
 ) -> list[RuleState]:
     """Each frozen rule: "ok", "fired" or "waiting" (not yet judgeable), with the value it judges."""
     out = []
-    running = run["state"] == RunState.RUNNING
-    started = run.get("attempt_started_at") or run.get("launched_at")
+    running = run.state == RunState.RUNNING
+    started = run.attempt_started_at or run.launched_at
     for r in rules:
         state, value = "waiting", None
-        if run["state"] == RunState.STOPPED and run.get("stop_rule") == r.kind:
-            state, value = "fired", as_number(run.get("stop_value"))
+        if run.state == RunState.STOPPED and run.stop_rule == r.kind:
+            state, value = "fired", as_number(run.stop_value)
         elif r.kind == "nonfinite":
             m = metrics.get(r.metric or "loss")
             if m is not None and m["value"] is not None:
@@ -133,13 +134,13 @@ def rule_states(
 
 
 def run_row(
-    run: dict, campaign: Campaign | None, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
+    run: RunRecord, campaign: Campaign | None, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
 ) -> RunRow:
     """One run as the snapshot shows it."""
-    frozen = frozen_config(run["run_dir"])
+    frozen = frozen_config(run.run_dir)
     rules = [r for r in (rule_from_raw(x) for x in frozen.get("rule", [])) if r is not None]
     if not frozen and campaign is not None:
-        rules = list(campaign.rules_for(run["variant"]))
+        rules = list(campaign.rules_for(run.variant))
     every = None
     fv = frozen.get("variant", {})
     if isinstance(fv.get("checkpoint_every"), str):
@@ -149,11 +150,11 @@ def run_row(
             every = None
     elif campaign is not None:
         try:
-            every = campaign.variant(run["variant"]).checkpoint_every_s
+            every = campaign.variant(run.variant).checkpoint_every_s
         except KeyError:
             every = None
-    running = run["state"] == RunState.RUNNING
-    started = run.get("attempt_started_at") or run.get("launched_at")
+    running = run.state == RunState.RUNNING
+    started = run.attempt_started_at or run.launched_at
     latest = max(ckpts, key=lambda c: ((c.get("step") if c.get("step") is not None else -1), c["t"])) if ckpts else None
     next_ckpt = None
     if running and every:
@@ -161,22 +162,20 @@ def run_row(
         next_ckpt = every - (now - base)
     # an abort or a rule stop marks the run at once, while its attempt is still ending: that
     # attempt's time counts until the runner records the end (the column never drops to 0)
-    ending = (
-        run["state"] in (RunState.ABORTED, RunState.STOPPED) and not run.get("ended_at") and bool(run.get("attempts"))
-    )
-    elapsed = (run.get("active_seconds") or 0.0) + ((now - started) if (running or ending) and started else 0.0)
-    planned = run.get("planned_hours")
+    ending = run.state in (RunState.ABORTED, RunState.STOPPED) and not run.ended_at and bool(run.attempts)
+    elapsed = (run.active_seconds or 0.0) + ((now - started) if (running or ending) and started else 0.0)
+    planned = run.planned_hours
     expected = max(planned or 0.0, elapsed / 3600.0) if planned is not None else None
     empty = prog.get("matched_no_numbers") or 0
     problem = None
     if latest and latest.get("problems"):
         problem = "; ".join(map(str, latest["problems"]))
     return RunRow(
-        id=run["id"],
-        variant=run["variant"],
-        category=run["category"],
-        state=run["state"],
-        pid=run.get("pid") if running else None,
+        id=run.id,
+        variant=run.variant,
+        category=run.category,
+        state=run.state,
+        pid=run.pid if running else None,
         step=prog.get("last_step"),
         loss=fin((metrics.get("loss") or {}).get("value")),
         metrics={k: fin(v["value"]) for k, v in metrics.items()},
@@ -186,17 +185,17 @@ def run_row(
         checkpoint_problem=problem,
         **verify_lag(ckpts, now),
         next_checkpoint_seconds=fin(next_ckpt),
-        stop_reason=run.get("stop_reason"),
-        stop_rule=run.get("stop_rule"),
-        stop_value=fin(as_number(run.get("stop_value"))),
-        launched_at=run.get("launched_at"),
-        ended_at=run.get("ended_at"),
+        stop_reason=run.stop_reason,
+        stop_rule=run.stop_rule,
+        stop_value=fin(as_number(run.stop_value)),
+        launched_at=run.launched_at,
+        ended_at=run.ended_at,
         elapsed_seconds=fin(elapsed),
         planned_hours=planned,
         expected_hours=fin(expected),
-        attempts=run.get("attempts") or 0,
-        gpu_slot=run.get("gpu_slot"),
-        run_dir=run["run_dir"],
+        attempts=run.attempts or 0,
+        gpu_slot=run.gpu_slot,
+        run_dir=str(run.run_dir),
         lines=prog.get("lines") or 0,
         bad_lines=prog.get("bad_lines") or 0,
         step_rate=fin(prog.get("step_rate")),
@@ -294,16 +293,16 @@ def build_snapshot(
     for c in L.checkpoints(conn) if conn is not None else []:
         ckpts_by_run.setdefault(c["run_id"], []).append(c)
     rows = [
-        run_row(r, campaign, metrics.get(r["id"], {}), progress.get(r["id"], {}), ckpts_by_run.get(r["id"], []), now)
+        run_row(r, campaign, metrics.get(r.id, {}), progress.get(r.id, {}), ckpts_by_run.get(r.id, []), now)
         for r in runs
     ]
-    queued = sorted((r for r in runs if r["state"] == RunState.QUEUED), key=order_key(campaign))
+    queued = sorted((r for r in runs if r.state == RunState.QUEUED), key=order_key(campaign))
     gpus, nvml_error = gpu_info(nvml)
     if slots is None:
-        slots = {"total": None, "busy": sum(1 for r in runs if r["state"] == RunState.RUNNING)}
+        slots = {"total": None, "busy": sum(1 for r in runs if r.state == RunState.RUNNING)}
     runs_of: dict[str, list[str]] = {}
     for r in runs:
-        runs_of.setdefault(r["variant"], []).append(r["id"])
+        runs_of.setdefault(r.variant, []).append(r.id)
     return Snapshot(
         now=now,
         campaign=campaign_info(campaign),
@@ -313,7 +312,7 @@ def build_snapshot(
         slots=slots,
         runner=runner,
         runs=rows,
-        queue=[r["variant"] for r in queued],
+        queue=[r.variant for r in queued],
         variants=variant_infos(campaign, runs_of),
         pilot=pilot_info(campaign, conn) if conn is not None else None,
         events=sanitize(L.events(conn, limit=20)) if conn is not None else [],

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign_train.atomic import read_json
+from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
 from runner.ledger.store import Ledger
 from runner.supervision.line_parsers import line_parser
@@ -67,7 +68,7 @@ class RunWatch:
     def __init__(
         self,
         ledger: Ledger,
-        run: dict,
+        run: RunRecord,
         *,
         root: Path,
         metrics_regex: str | None,
@@ -77,10 +78,10 @@ class RunWatch:
         read_every: float = 0.0,
     ) -> None:
         self.ledger = ledger
-        self.run_id = run["id"]
-        self.run_dir = Path(run["run_dir"])
+        self.run_id = run.id
+        self.run_dir = run.run_dir
         self.root = root
-        self.attempt = int(run.get("attempts") or 1)
+        self.attempt = int(run.attempts or 1)
         regex = line_parser(metrics_regex, metrics_format)
         # scripts with a metrics_regex (or metrics_format) print to stdout: the supervisor keeps that in output.log
         source = self.run_dir / ("output.log" if regex else "metrics.jsonl")

@@ -119,9 +119,10 @@ class WrapUp:
         for rid, asked_at in self.asked.items():
             if rid in self.stopped:
                 continue
-            run = self.ledger.run(rid) or {}
-            if run.get("state") != RunState.RUNNING:
-                self.stopped.setdefault(rid, f"ended on its own ({run.get('state')})")
+            run = self.ledger.run(rid)
+            state = run.state if run is not None else None
+            if state != RunState.RUNNING:
+                self.stopped.setdefault(rid, f"ended on its own ({state})")
                 continue
             step = queries.verified_step_since(self.ledger.conn, rid, asked_at)
             if step is not None:

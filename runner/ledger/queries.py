@@ -9,66 +9,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.ledger.states import RunState
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One `runs` row, typed; `frozen` is the configuration frozen into the run at launch
-    (`run.toml`), filled in by the closing, which reads the run's folder."""
-
-    id: str
-    variant: str
-    category: str
-    config_hash: str
-    state: RunState
-    run_dir: Path
-    planned_hours: float
-    launched_at: float | None
-    ended_at: float | None
-    active_seconds: float
-    attempts: int
-    stop_reason: str | None
-    stop_rule: str | None
-    stop_value: str | None
-    stop_step: int | None
-    cut_by_decision: bool
-    frozen: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def frozen_variant(self) -> dict[str, Any]:
-        value = self.frozen.get("variant")
-        return value if isinstance(value, dict) else {}
+from runner.ledger.records import RunRecord
 
 
 def run_records(conn: sqlite3.Connection) -> list[RunRecord]:
     """Every run, in launch order (queued ones last)."""
     rows = conn.execute("SELECT * FROM runs ORDER BY launched_at IS NULL, launched_at, queued_at, id").fetchall()
-    return [
-        RunRecord(
-            id=r["id"],
-            variant=r["variant"],
-            category=r["category"],
-            config_hash=r["config_hash"],
-            state=RunState(r["state"]),
-            run_dir=Path(r["run_dir"]),
-            planned_hours=float(r["planned_hours"] or 0.0),
-            launched_at=r["launched_at"],
-            ended_at=r["ended_at"],
-            active_seconds=float(r["active_seconds"] or 0.0),
-            attempts=int(r["attempts"] or 0),
-            stop_reason=r["stop_reason"],
-            stop_rule=r["stop_rule"],
-            stop_value=r["stop_value"],
-            stop_step=r["stop_step"],
-            cut_by_decision=bool(r["cut_by_decision"]),
-        )
-        for r in rows
-    ]
+    return [RunRecord.from_row(r) for r in rows]
 
 
 def run_exists(conn: sqlite3.Connection, run_id: str) -> bool:

@@ -19,7 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from runner.ledger.records import RunRecord
 from runner.ledger.schema import RUN_COLUMNS, SCHEMA, SCHEMA_VERSION, connect  # noqa: F401 - the ledger's API
+from runner.ledger.states import RunState
 from runner.ledger.values import bindable, count_sum, fold_last, is_int, is_num, number_text, text_number
 
 
@@ -133,10 +135,10 @@ class Ledger:
             c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*map(bindable, cols.values()), run_id])
         self._touched(run_id)
 
-    def run(self, run_id: str) -> dict | None:
+    def run(self, run_id: str) -> RunRecord | None:
         return get_run(self.conn, run_id)
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunRecord]:
         return all_runs(self.conn)
 
     # -- metrics and checkpoints ---------------------------------------------------------------
@@ -248,19 +250,21 @@ class Ledger:
 # Reading (works on a read-only connection too)
 
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> dict | None:
+def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
     row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return dict(row) if row is not None else None
+    return RunRecord.from_row(row) if row is not None else None
 
 
-def all_runs(conn: sqlite3.Connection) -> list[dict]:
-    return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY COALESCE(queued_at, launched_at), rowid")]
+def all_runs(conn: sqlite3.Connection) -> list[RunRecord]:
+    """Every run, in the order queued (the status snapshot's order)."""
+    sql = "SELECT * FROM runs ORDER BY COALESCE(queued_at, launched_at), rowid"
+    return [RunRecord.from_row(r) for r in conn.execute(sql)]
 
 
-def runs_in_state(conn: sqlite3.Connection, state: str) -> list[dict]:
+def runs_in_state(conn: sqlite3.Connection, state: RunState) -> list[RunRecord]:
     """The runs in one state (the queue: a few rows, however many runs have ended)."""
     sql = "SELECT * FROM runs WHERE state = ? ORDER BY COALESCE(queued_at, launched_at), rowid"
-    return [dict(r) for r in conn.execute(sql, (state,))]
+    return [RunRecord.from_row(r) for r in conn.execute(sql, (str(state),))]
 
 
 def metric_last(conn: sqlite3.Connection, run_id: str | None = None) -> dict[str, dict[str, dict]]:

@@ -1,0 +1,92 @@
+"""One `runs` row, typed: what every reader of a run gets from the ledger (the daemon, the status
+view, the closing), never a `sqlite3.Row` or a bare dict.
+
+Built once per row read; a frozen dataclass with slots, so building one is a few attribute stores
+(the status view builds one per run the ledger wrote, each second).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.ledger.states import RunState
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """Every column of `runs` (see `runner.ledger.schema`); `frozen` is the configuration frozen
+    into the run at launch (`run.toml`), filled in by the closing, which reads the run's folder."""
+
+    id: str
+    variant: str
+    category: str
+    config_hash: str
+    state: RunState
+    run_dir: Path
+    planned_hours: float
+    queued_at: float | None = None
+    launched_at: float | None = None  # first launch
+    ended_at: float | None = None  # last end (None while running)
+    active_seconds: float = 0.0  # summed time of the attempts that ended
+    attempts: int = 0  # launches, resumes included
+    supervisor_pid: int | None = None
+    supervisor_create_time: float | None = None
+    pid: int | None = None  # the training process (group leader)
+    pid_create_time: float | None = None
+    gpu_slot: str | None = None  # CUDA_VISIBLE_DEVICES value, or "cpu"
+    returncode: int | None = None
+    stop_reason: str | None = None
+    stop_rule: str | None = None
+    stop_value: str | None = None
+    stop_step: int | None = None
+    cut_by_decision: bool = False
+    attempt_started_at: float | None = None  # when the current (or last) attempt was launched
+    exit_attempt: int | None = None  # the attempt whose exit.json has been recorded
+    frozen: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> RunRecord:
+        return cls(
+            id=r["id"],
+            variant=r["variant"],
+            category=r["category"],
+            config_hash=r["config_hash"],
+            state=RunState(r["state"]),
+            run_dir=Path(r["run_dir"]),
+            planned_hours=float(r["planned_hours"] or 0.0),
+            queued_at=r["queued_at"],
+            launched_at=r["launched_at"],
+            ended_at=r["ended_at"],
+            active_seconds=float(r["active_seconds"] or 0.0),
+            attempts=int(r["attempts"] or 0),
+            supervisor_pid=r["supervisor_pid"],
+            supervisor_create_time=r["supervisor_create_time"],
+            pid=r["pid"],
+            pid_create_time=r["pid_create_time"],
+            gpu_slot=r["gpu_slot"],
+            returncode=r["returncode"],
+            stop_reason=r["stop_reason"],
+            stop_rule=r["stop_rule"],
+            stop_value=r["stop_value"],
+            stop_step=r["stop_step"],
+            cut_by_decision=bool(r["cut_by_decision"]),
+            attempt_started_at=r["attempt_started_at"],
+            exit_attempt=r["exit_attempt"],
+        )
+
+    @property
+    def frozen_variant(self) -> dict[str, Any]:
+        value = self.frozen.get("variant")
+        return value if isinstance(value, dict) else {}
+
+    def columns(self) -> dict[str, Any]:
+        """The row as JSON-ready column values (state and run_dir as text), for the edges that
+        write JSON."""
+        out = asdict(self)
+        del out["frozen"]
+        out["state"] = str(self.state)
+        out["run_dir"] = str(self.run_dir)
+        return out
