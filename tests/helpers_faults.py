@@ -88,8 +88,8 @@ def check_recorded(conn, run_id: str, *, expect_lines: int | None = None) -> int
     FIGURES["runs checked"] += 1
     run = L.get_run(conn, run_id)
     lost = 0
-    ends = [e for e in L.events(conn, run_id=run_id, limit=1000) if e["kind"] == run["state"]]
-    if run["state"] in ("finished", "failed", "stopped", "aborted", "refused") and not ends:
+    ends = [e for e in L.events(conn, run_id=run_id, limit=1000) if e["kind"] == run.state]
+    if run.state in ("finished", "failed", "stopped", "aborted", "refused") and not ends:
         lost += 1
     if expect_lines is not None:
         got = (L.progress(conn).get(run_id) or {}).get("lines") or 0

@@ -348,12 +348,12 @@ def test_an_env_the_os_refuses_fails_that_run_and_the_queue_goes_on(tmp_path, mo
     FIGURES["faults injected"] += 1
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and ledger.run(rb)["state"] in ("queued", "running"):
+        while time.monotonic() < deadline and ledger.run(rb).state in ("queued", "running"):
             m.tick()
             time.sleep(0.1)
-        reason = ledger.run(ra)["stop_reason"]
-        assert ledger.run(ra)["state"] == "failed" and "environment variable" in reason, reason
-        assert ledger.run(rb)["state"] == "finished"
+        reason = ledger.run(ra).stop_reason
+        assert ledger.run(ra).state == "failed" and "environment variable" in reason, reason
+        assert ledger.run(rb).state == "finished"
         assert check_recorded(ledger.conn, ra) == 0 and check_recorded(ledger.conn, rb, expect_lines=2) == 0
     finally:
         kill_processes_under(tmp_path)
@@ -542,13 +542,13 @@ def test_a_failure_inside_a_tick_is_confined_to_its_run_and_recorded_on_it(tmp_p
     FIGURES["faults injected"] += 1
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(ledger.run(r)["state"] in ("queued", "running") for r in (ra, rb)):
+        while time.monotonic() < deadline and any(ledger.run(r).state in ("queued", "running") for r in (ra, rb)):
             m.tick()  # never raises
             time.sleep(0.1)
         errors = [e for e in L.events(ledger.conn, run_id=ra, limit=100) if e["kind"] == "tick_error"]
         assert errors and "IsADirectoryError" in errors[0]["error"], errors
-        assert ledger.run(ra)["state"] == "finished", ledger.run(ra)["stop_reason"]
-        assert ledger.run(rb)["state"] == "finished"
+        assert ledger.run(ra).state == "finished", ledger.run(ra).stop_reason
+        assert ledger.run(rb).state == "finished"
         assert not [e for e in L.events(ledger.conn, run_id=rb, limit=100) if e["kind"] == "tick_error"]
         assert check_recorded(ledger.conn, ra) == 0 and check_recorded(ledger.conn, rb, expect_lines=20) == 0
     finally:

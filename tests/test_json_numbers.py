@@ -91,14 +91,28 @@ def test_status_report_and_verify_json_carry_numbers(tmp_path, capsys):
 
 
 def test_an_aborted_runs_time_used_does_not_drop_while_its_attempt_ends(tmp_path):
+    from dataclasses import replace
+
     from runner.daemon.status import run_row
+    from runner.ledger.records import RunRecord
+    from runner.ledger.states import RunState
 
     now = 1_000_000.0
-    base = {"id": "a-00000000", "variant": "a", "category": "essential", "run_dir": str(tmp_path / "a")}
-    base |= {"planned_hours": 1.0, "attempts": 1, "attempt_started_at": now - 1800, "launched_at": now - 1800}
-    running = run_row({**base, "state": "running", "active_seconds": 0.0}, None, {}, {}, [], now)
-    ending = run_row({**base, "state": "aborted", "active_seconds": 0.0, "ended_at": None}, None, {}, {}, [], now + 5)
+    base = RunRecord(
+        id="a-00000000",
+        variant="a",
+        category="essential",
+        config_hash="00000000",
+        state=RunState.RUNNING,
+        run_dir=tmp_path / "a",
+        planned_hours=1.0,
+        attempts=1,
+        attempt_started_at=now - 1800,
+        launched_at=now - 1800,
+    )
+    running = run_row(base, None, {}, {}, [], now)
+    ending = run_row(replace(base, state=RunState.ABORTED), None, {}, {}, [], now + 5)
     ended = run_row(
-        {**base, "state": "aborted", "active_seconds": 1805.0, "ended_at": now + 5}, None, {}, {}, [], now + 9
+        replace(base, state=RunState.ABORTED, active_seconds=1805.0, ended_at=now + 5), None, {}, {}, [], now + 9
     )
     assert [r.elapsed_seconds for r in (running, ending, ended)] == [1800.0, 1805.0, 1805.0]

@@ -176,7 +176,7 @@ def test_the_count_survives_a_runner_restart_and_a_failed_write(tmp_path):
     log = run_dir / "output.log"
     line = "{'loss': '5.381', 'grad_norm': '1.28'}\n"
     log.write_text("starting\n" + line * 4)
-    w = RunWatch(led, run, root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None)
+    w = RunWatch(led, led.run(run["id"]), root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None)
     assert w.poll()
     prog = L.progress(led.conn)["hf5-00000001"]
     assert (prog["matched_no_numbers"], prog["lines"], prog["offset"]) == (4, 0, log.stat().st_size)
@@ -199,7 +199,7 @@ def test_the_count_survives_a_runner_restart_and_a_failed_write(tmp_path):
     with log.open("a") as f:
         f.write(line * 2 + "{'loss': 'nan'}\n")
     offset = L.progress(led.conn)["hf5-00000001"]["offset"]
-    w2 = RunWatch(led, run, root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None, offset=offset)
+    w2 = RunWatch(led, led.run(run["id"]), root=tmp_path, metrics_regex=OLD_REGEX, checkpoint_glob=None, offset=offset)
     w2.poll()
     w2.close()
     prog = L.progress(led.conn)["hf5-00000001"]

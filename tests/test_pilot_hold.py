@@ -16,6 +16,7 @@ from runner.cli.decide_cmd import split_decide_args
 from runner.closing.pilot import continue_after_wait, launch_hold, pilot_status, record_decision
 from runner.daemon import client, control
 from runner.ledger import store as L
+from runner.ledger.records import RunRecord
 from tests.helpers_report import add_run, make_campaign, open_writable
 from tests.helpers_runner import wait_for, write_campaign
 
@@ -37,7 +38,7 @@ def _pilot_campaign(camp, wait: str):
     return load_campaign(camp)
 
 
-def _ledger_runs(c) -> dict[str, dict]:
+def _ledger_runs(c) -> dict[str, RunRecord]:
     conn = L.connect(paths_for(c).ledger, readonly=True)
     try:
         return {r["variant"]: r for r in L.all_runs(conn)}
@@ -69,23 +70,23 @@ def test_two_slots_nothing_launches_between_the_pilots_end_and_campaign_decide(c
     assert pilot["continues_at"] == pytest.approx(pilot["completed_at"] + 3600)
     time.sleep(1.5)  # several ticks with two free slots: the main runs stay queued
     runs = _ledger_runs(c)
-    assert {runs[v]["state"] for v in "ab"} == {"finished"}
-    assert {v: runs[v]["state"] for v in "cde"} == {"c": "queued", "d": "queued", "e": "queued"}
+    assert {runs[v].state for v in "ab"} == {"finished"}
+    assert {v: runs[v].state for v in "cde"} == {"c": "queued", "d": "queued", "e": "queued"}
     capsys.readouterr()
 
     assert cli_main(["decide", str(camp), "cut", "c", "d", "--note", "e cannot change the answer"]) == 0
     out = capsys.readouterr().out
     assert "cut to c, d" in out and "dropped from the queue: e" in out
     runs = wait_for(
-        lambda: (lambda r: r if {r[v]["state"] for v in "cd"} == {"finished"} else None)(_ledger_runs(c)),
+        lambda: (lambda r: r if {r[v].state for v in "cd"} == {"finished"} else None)(_ledger_runs(c)),
         what="the kept variants to run",
         timeout=40,
     )
     (decision,) = _decisions(c)
     assert decision["choice"] == "cut" and decision["how"] == "shell" and decision["who"].endswith("(shell)")
     assert json.loads(decision["dropped"]) == ["e"] and decision["note"] == "e cannot change the answer"
-    assert min(runs[v]["launched_at"] for v in "cd") >= decision["t"]  # none launched before the decision
-    assert runs["e"]["state"] == "aborted" and runs["e"]["cut_by_decision"] == 1 and runs["e"]["launched_at"] is None
+    assert min(runs[v].launched_at for v in "cd") >= decision["t"]  # none launched before the decision
+    assert runs["e"].state == "aborted" and runs["e"].cut_by_decision == 1 and runs["e"].launched_at is None
 
 
 @pytest.mark.slow
@@ -93,17 +94,15 @@ def test_the_runner_continues_by_itself_after_the_wait_and_records_it(camp):
     c = _pilot_campaign(camp, "2s")
     control.up(c)
     runs = wait_for(
-        lambda: (lambda r: r if all(r.get(v, {}).get("state") == "finished" for v in "abcde") else None)(
-            _ledger_runs(c)
-        ),
+        lambda: (lambda r: r if all(v in r and r[v].state == "finished" for v in "abcde") else None)(_ledger_runs(c)),
         what="every run to finish after the wait",
         timeout=60,
     )
     (decision,) = _decisions(c)
     assert decision["who"] == "runner" and decision["how"] == "wait_ended" and decision["choice"] == "continue"
     assert decision["note"] == "no decision within 2 s: continued"
-    pilot_end = max(runs[v]["ended_at"] for v in "ab")
-    assert min(runs[v]["launched_at"] for v in "cde") >= pilot_end + 2.0
+    pilot_end = max(runs[v].ended_at for v in "ab")
+    assert min(runs[v].launched_at for v in "cde") >= pilot_end + 2.0
     assert decision["t"] >= pilot_end + 2.0
     pilot = client.request(c, "status")["pilot"]
     assert pilot["state"] == "decided" and pilot["decision"]["note"] == "no decision within 2 s: continued"

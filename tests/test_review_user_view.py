@@ -125,7 +125,7 @@ def test_an_abort_that_arrives_after_the_run_ended_well_leaves_no_stop_reason(tm
     ledger = Ledger(root / ".campaign" / "ledger.sqlite")
     manager = RunManager(campaign, ledger, SlotPlan(("",), ("cpu0",), "test"), grace_seconds=1)
     rid = manager.enqueue("a")["run"]
-    run_dir = Path(ledger.run(rid)["run_dir"])
+    run_dir = ledger.run(rid).run_dir
     now = time.time()
     ledger.update_run(rid, state="running", attempts=1, attempt_started_at=now - 5, launched_at=now - 5)
     # the attempt ended well before the abort arrived
@@ -136,8 +136,8 @@ def test_an_abort_that_arrives_after_the_run_ended_well_leaves_no_stop_reason(tm
     act = Active(rid, 1, ["cpu0"], manager._watch(ledger.run(rid)))
     manager._finish(act)
     run = ledger.run(rid)
-    assert run["state"] == "finished"
-    assert run["stop_reason"] is None
+    assert run.state == "finished"
+    assert run.stop_reason is None
     kinds = [e["kind"] for e in ledger.conn.execute("SELECT kind FROM events WHERE run_id=?", (rid,))]
     assert "aborted" in kinds and kinds[-1] == "finished"  # the late request stays in the history
 

@@ -36,6 +36,6 @@ def test_a_state_is_written_as_its_word(tmp_path):
     raw = conn.execute("SELECT state, typeof(state) AS t FROM runs").fetchone()
     assert (raw["state"], raw["t"]) == ("stopped", "text")  # not '"stopped"' (JSON text)
     row = get_run(conn, "a-00000000")
-    assert row is not None and row["state"] == RunState.STOPPED and RunState(row["state"]) is RunState.STOPPED
+    assert row is not None and row.state == RunState.STOPPED and RunState(row.state) is RunState.STOPPED
     assert json.dumps({"state": RunState.STOPPED}) == '{"state": "stopped"}'
     assert msgspec.json.encode({"state": RunState.STOPPED}) == b'{"state":"stopped"}'

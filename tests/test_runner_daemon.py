@@ -339,7 +339,7 @@ def test_rule_stop_is_recorded_with_rule_value_and_step(camp):
     row = L.get_run(conn, rid)
     verdicts = [e for e in L.events(conn, run_id=rid) if e["kind"] == "verdict"]
     conn.close()
-    assert row["stop_step"] == 30 and row["state"] == "stopped"
+    assert row.stop_step == 30 and row.state == "stopped"
     assert verdicts and verdicts[0]["rule"] == "nonfinite" and verdicts[0]["step"] == 30
 
 

@@ -264,7 +264,7 @@ def test_run_watch_follows_a_folder_and_resumes_from_the_ledger_offset(tmp_path)
     metrics = run_dir / "metrics.jsonl"
     with open(metrics, "w") as f:
         f.write('{"t": 1, "step": 1, "loss": 3.0}\nnot json\n{"t": 2, "step": 2, "lo')  # partial last line
-    w = RunWatch(led, run, root=tmp_path, metrics_regex=None, checkpoint_glob=None)
+    w = RunWatch(led, led.run(run["id"]), root=tmp_path, metrics_regex=None, checkpoint_glob=None)
     assert w.poll()
     assert L.metric_last(led.conn)["a-00000002"]["loss"]["value"] == 3.0
     with open(metrics, "a") as f:
@@ -298,7 +298,9 @@ def test_run_watch_follows_a_folder_and_resumes_from_the_ledger_offset(tmp_path)
     # a restarted runner picks up at the ledger's offset: nothing counted twice
     with open(metrics, "a") as f:
         f.write('{"t": 5, "step": 3, "loss": NaN}\n')
-    w2 = RunWatch(led, run, root=tmp_path, metrics_regex=None, checkpoint_glob=None, offset=prog["offset"])
+    w2 = RunWatch(
+        led, led.run(run["id"]), root=tmp_path, metrics_regex=None, checkpoint_glob=None, offset=prog["offset"]
+    )
     (run_dir / "verdict.json").write_text(
         json.dumps(
             {
@@ -321,7 +323,7 @@ def test_run_watch_follows_a_folder_and_resumes_from_the_ledger_offset(tmp_path)
     assert prog["lines"] == 3 and prog["last_step"] == 3
     assert math.isnan(L.metric_last(led.conn)["a-00000002"]["loss"]["value"])
     row = led.run("a-00000002")
-    assert (row["stop_rule"], row["stop_value"], row["stop_step"]) == ("nonfinite", "nan", 3)
+    assert (row.stop_rule, row.stop_value, row.stop_step) == ("nonfinite", "nan", 3)
     w2.close()
     led.close()
 

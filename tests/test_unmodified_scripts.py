@@ -197,7 +197,7 @@ def test_diverging_variant_is_stopped_by_the_nonfinite_rule(camp):
     row = L.get_run(conn, run["id"])
     verdicts = [e for e in L.events(conn, run_id=run["id"], limit=100) if e["kind"] == "verdict"]
     conn.close()
-    assert row["state"] == "stopped" and row["stop_rule"] == "nonfinite" and row["stop_step"] == first_nan
+    assert row.state == "stopped" and row.stop_rule == "nonfinite" and row.stop_step == first_nan
     assert len(verdicts) == 1 and verdicts[0]["rule"] == "nonfinite" and verdicts[0]["step"] == first_nan
     assert verdicts[0]["metric"] == "loss" and math.isnan(float(verdicts[0]["value"]))
     exit_info = json.loads((Path(run["run_dir"]) / "exit.json").read_text())

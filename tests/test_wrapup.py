@@ -82,21 +82,22 @@ def test_two_runs_checkpoint_are_verified_and_stopped_and_nothing_launches_after
         decision = [e for e in L.events(conn, limit=500) if e["kind"] == "decision"]
     finally:
         conn.close()
-    assert started is not None and sorted(started["runs"]) == sorted([runs["a"]["id"], runs["b"]["id"]])
+    assert started is not None and sorted(started["runs"]) == sorted([runs["a"].id, runs["b"].id])
     assert decision and decision[-1]["who"] == "rental clock" and decision[-1]["choice"] == "wrap-up"
     for v in ("a", "b"):
         r = runs[v]
-        assert r["state"] == "aborted", r
-        assert r["stop_reason"].startswith("wrap-up before the retrieval deadline: stopped at its verified checkpoint")
-        assert r["ended_at"] < deadline
-        assert "stopped at verified checkpoint step" in wrap["runs"][r["id"]]
+        assert r.state == "aborted", r
+        assert r.stop_reason is not None
+        assert r.stop_reason.startswith("wrap-up before the retrieval deadline: stopped at its verified checkpoint")
+        assert r.ended_at is not None and r.ended_at < deadline
+        assert "stopped at verified checkpoint step" in wrap["runs"][r.id]
     # the third waited for a slot; once the wrap-up started nothing launched
-    assert runs["c"]["state"] == "queued" and runs["c"]["launched_at"] is None
-    assert all(r["launched_at"] < started["t"] for r in runs.values() if r["launched_at"])
+    assert runs["c"].state == "queued" and runs["c"].launched_at is None
+    assert all(r.launched_at < started["t"] for r in runs.values() if r.launched_at)
     manifest = tomllib.loads((c.output_path / "manifest.toml").read_text())
     listed = {r["id"]: r for r in manifest["run"]}
     for v in ("a", "b"):
-        entry = listed[runs[v]["id"]]
+        entry = listed[runs[v].id]
         assert entry["resume_checkpoint"].endswith(".pt")
         assert (c.output_path / entry["resume_checkpoint"]).is_file()
         assert any(f["path"] == entry["resume_checkpoint"] and f["sha256"] for f in entry["files"])
@@ -104,7 +105,7 @@ def test_two_runs_checkpoint_are_verified_and_stopped_and_nothing_launches_after
     # the rental clock's decision is the manifest's and the report's, as the pilot's are
     assert [(d["who"], d["choice"]) for d in manifest["decision"]] == [("rental clock", "wrap-up")]
     # stopped runs keep their ids and can be resumed (they wait: the wrap-up holds launches)
-    assert client.request(c, "resume", run=runs["a"]["id"])["state"] == "queued"
+    assert client.request(c, "resume", run=runs["a"].id)["state"] == "queued"
 
 
 def test_the_wrap_up_can_be_moved_and_cancelled(camp, capsys):

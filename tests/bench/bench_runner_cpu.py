@@ -80,7 +80,7 @@ def catch_up(lines: int) -> None:
             "attempts": 1,
         }
         led.insert_run(run)
-        watch = RunWatch(led, run, root=base, metrics_regex=None, checkpoint_glob=None)
+        watch = RunWatch(led, led.run(run["id"]), root=base, metrics_regex=None, checkpoint_glob=None)
         t0 = time.perf_counter()
         watch.finish()
         dt = time.perf_counter() - t0
