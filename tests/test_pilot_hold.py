@@ -41,7 +41,7 @@ def _pilot_campaign(camp, wait: str):
 def _ledger_runs(c) -> dict[str, RunRecord]:
     conn = L.connect(paths_for(c).ledger, readonly=True)
     try:
-        return {r["variant"]: r for r in L.all_runs(conn)}
+        return {r.variant: r for r in L.all_runs(conn)}
     finally:
         conn.close()
 

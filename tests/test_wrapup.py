@@ -77,7 +77,7 @@ def test_two_runs_checkpoint_are_verified_and_stopped_and_nothing_launches_after
     deadline = c.bundle.retrieve_by.timestamp()
     conn = L.connect(c.state_dir / "ledger.sqlite", readonly=True)
     try:
-        runs = {r["variant"]: r for r in L.all_runs(conn)}
+        runs = {r.variant: r for r in L.all_runs(conn)}
         started = L.last_event(conn, "wrap_up_started")
         decision = [e for e in L.events(conn, limit=500) if e["kind"] == "decision"]
     finally:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.ledger.records import RunRecord
+from runner.ledger.records import RUN_SELECT, RunRecord
 
 
 def run_records(conn: sqlite3.Connection) -> list[RunRecord]:
     """Every run, in launch order (queued ones last)."""
-    rows = conn.execute("SELECT * FROM runs ORDER BY launched_at IS NULL, launched_at, queued_at, id").fetchall()
+    rows = conn.execute(RUN_SELECT + " ORDER BY launched_at IS NULL, launched_at, queued_at, id").fetchall()
     return [RunRecord.from_row(r) for r in rows]
 
 

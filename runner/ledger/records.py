@@ -12,7 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.ledger.schema import RUN_COLUMNS
 from runner.ledger.states import RunState
+
+#: The SELECT that `RunRecord.from_row` reads: every column of `runs`, in `RUN_COLUMNS` order.
+RUN_SELECT = "SELECT " + ", ".join(RUN_COLUMNS) + " FROM runs"
+_STATES: dict[str, RunState] = {s.value: s for s in RunState}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,33 +53,62 @@ class RunRecord:
     frozen: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_row(cls, r: sqlite3.Row) -> RunRecord:
+    def from_row(cls, r: sqlite3.Row | tuple) -> RunRecord:
+        """A row selected with `RUN_SELECT` (its columns by position, in `RUN_COLUMNS` order:
+        unpacking is several times cheaper than reading a `sqlite3.Row` by name)."""
+        (
+            id_,
+            variant,
+            category,
+            config_hash,
+            state,
+            run_dir,
+            planned_hours,
+            queued_at,
+            launched_at,
+            ended_at,
+            active_seconds,
+            attempts,
+            supervisor_pid,
+            supervisor_create_time,
+            pid,
+            pid_create_time,
+            gpu_slot,
+            returncode,
+            stop_reason,
+            stop_rule,
+            stop_value,
+            stop_step,
+            cut_by_decision,
+            attempt_started_at,
+            exit_attempt,
+        ) = r
         return cls(
-            id=r["id"],
-            variant=r["variant"],
-            category=r["category"],
-            config_hash=r["config_hash"],
-            state=RunState(r["state"]),
-            run_dir=Path(r["run_dir"]),
-            planned_hours=float(r["planned_hours"] or 0.0),
-            queued_at=r["queued_at"],
-            launched_at=r["launched_at"],
-            ended_at=r["ended_at"],
-            active_seconds=float(r["active_seconds"] or 0.0),
-            attempts=int(r["attempts"] or 0),
-            supervisor_pid=r["supervisor_pid"],
-            supervisor_create_time=r["supervisor_create_time"],
-            pid=r["pid"],
-            pid_create_time=r["pid_create_time"],
-            gpu_slot=r["gpu_slot"],
-            returncode=r["returncode"],
-            stop_reason=r["stop_reason"],
-            stop_rule=r["stop_rule"],
-            stop_value=r["stop_value"],
-            stop_step=r["stop_step"],
-            cut_by_decision=bool(r["cut_by_decision"]),
-            attempt_started_at=r["attempt_started_at"],
-            exit_attempt=r["exit_attempt"],
+            id_,
+            variant,
+            category,
+            config_hash,
+            _STATES.get(state) or RunState(state),  # a dict lookup; an unknown word still raises
+            Path(run_dir),
+            float(planned_hours or 0.0),
+            queued_at,
+            launched_at,
+            ended_at,
+            float(active_seconds or 0.0),
+            int(attempts or 0),
+            supervisor_pid,
+            supervisor_create_time,
+            pid,
+            pid_create_time,
+            gpu_slot,
+            returncode,
+            stop_reason,
+            stop_rule,
+            stop_value,
+            stop_step,
+            bool(cut_by_decision),
+            attempt_started_at,
+            exit_attempt,
         )
 
     @property

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from runner.ledger.records import RunRecord
+from runner.ledger.records import RUN_SELECT, RunRecord
 from runner.ledger.schema import RUN_COLUMNS, SCHEMA, SCHEMA_VERSION, connect  # noqa: F401 - the ledger's API
 from runner.ledger.states import RunState
 from runner.ledger.values import bindable, count_sum, fold_last, is_int, is_num, number_text, text_number
@@ -251,19 +251,19 @@ class Ledger:
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
-    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    row = conn.execute(RUN_SELECT + " WHERE id = ?", (run_id,)).fetchone()
     return RunRecord.from_row(row) if row is not None else None
 
 
 def all_runs(conn: sqlite3.Connection) -> list[RunRecord]:
     """Every run, in the order queued (the status snapshot's order)."""
-    sql = "SELECT * FROM runs ORDER BY COALESCE(queued_at, launched_at), rowid"
+    sql = RUN_SELECT + " ORDER BY COALESCE(queued_at, launched_at), rowid"
     return [RunRecord.from_row(r) for r in conn.execute(sql)]
 
 
 def runs_in_state(conn: sqlite3.Connection, state: RunState) -> list[RunRecord]:
     """The runs in one state (the queue: a few rows, however many runs have ended)."""
-    sql = "SELECT * FROM runs WHERE state = ? ORDER BY COALESCE(queued_at, launched_at), rowid"
+    sql = RUN_SELECT + " WHERE state = ? ORDER BY COALESCE(queued_at, launched_at), rowid"
     return [RunRecord.from_row(r) for r in conn.execute(sql, (str(state),))]
 
 
