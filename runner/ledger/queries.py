@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.ledger.records import RUN_SELECT, RunRecord
+from runner.ledger.states import RunState
 
 
 def run_records(conn: sqlite3.Connection) -> list[RunRecord]:
