@@ -144,3 +144,43 @@ def test_times_for_at():
     for bad in ("soon", "2026-11-29T08:30:00", "+forever"):
         with pytest.raises(CampaignError):
             parse_when(bad)
+
+
+@pytest.mark.slow
+def test_a_runner_restarted_during_the_wrap_up_records_how_each_run_was_stopped(camp):
+    """One run answers the checkpoint request and is stopped; the runner restarts; the other never
+    answers (no SIGUSR1 handler) and is stopped at the deadline: `wrap_up_done` says both, as they
+    happened, not "ended on its own" for the one stopped before the restart."""
+    from runner.daemon import client, control
+    from tests.helpers_runner import STEPS_SCRIPT
+
+    write(camp, wrap_in=6, wrap_up="14s", variants=("a", "b"))
+    (camp / "steps.py").write_text(STEPS_SCRIPT)
+    text = (camp / "campaign.toml").read_text()
+    head, b_table = text.split('name = "b"', 1)
+    b_table = b_table.replace('"train.py", "100000"', '"steps.py", "100000", "0.05"', 1)
+    (camp / "campaign.toml").write_text(head + 'name = "b"' + b_table)
+    c = load_campaign(camp)
+    control.up(c)
+    runs = wait_for(
+        lambda: (lambda rs: rs if rs.get("a", {}).get("stop_reason") else None)(
+            {r["variant"]: r for r in client.request(c, "status")["runs"]}
+        ),
+        40,
+        "a stopped at its verified checkpoint",
+    )
+    assert runs["b"]["state"] == "running"
+    control.down(c)  # b goes on without the runner
+    control.up(c)
+    wrap = wait_for(
+        lambda: (w := client.request(c, "status")["runner"]["wrap_up"])["phase"] == "done" and w, 40, "the wrap-up"
+    )
+    conn = L.connect(c.state_dir / "ledger.sqlite", readonly=True)
+    try:
+        done = L.last_event(conn, "wrap_up_done")
+        ids = {r["variant"]: r["id"] for r in L.all_runs(conn)}
+    finally:
+        conn.close()
+    assert done["runs"][ids["a"]].startswith("stopped at verified checkpoint step ")
+    assert done["runs"][ids["b"]] == "stopped at the deadline without a new verified checkpoint"
+    assert wrap["runs"] == done["runs"]

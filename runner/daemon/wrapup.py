@@ -122,7 +122,8 @@ class WrapUp:
             run = self.ledger.run(rid)
             state = run.state if run is not None else None
             if state != RunState.RUNNING:
-                self.stopped.setdefault(rid, f"ended on its own ({state})")
+                reason = run.stop_reason if run is not None else None
+                self.stopped.setdefault(rid, _how_it_ended(state, reason))
                 continue
             step = queries.verified_step_since(self.ledger.conn, rid, asked_at)
             if step is not None:
@@ -162,6 +163,18 @@ class WrapUp:
     def finished(self, verify_ok: bool, manifest: str | None, note: str = "") -> None:
         self.ledger.event("wrap_up_done", runs=self.stopped, verify_ok=verify_ok, manifest=manifest, note=note)
         self.phase, self.done_at = Phase.DONE, time.time()
+
+
+def _how_it_ended(state: str | None, stop_reason: str | None) -> str:
+    """A run of the wrap-up found ended: stopped by the wrap-up (before a restart of the runner, whose
+    reason says how), or on its own."""
+    reason = stop_reason or ""
+    if reason == REASON_DEADLINE:
+        return "stopped at the deadline without a new verified checkpoint"
+    head, _, step = reason.partition(REASON_VERIFIED.split("{", 1)[0])
+    if not head and step:
+        return f"stopped at verified checkpoint step {step.rstrip(')')}"
+    return f"ended on its own ({state})"
 
 
 def _iso(t: float | None) -> str | None:
