@@ -178,7 +178,7 @@ def test_a_runner_restarted_during_the_wrap_up_records_how_each_run_was_stopped(
     conn = L.connect(c.state_dir / "ledger.sqlite", readonly=True)
     try:
         done = L.last_event(conn, "wrap_up_done")
-        ids = {r["variant"]: r["id"] for r in L.all_runs(conn)}
+        ids = {r.variant: r.id for r in L.all_runs(conn)}
     finally:
         conn.close()
     assert done["runs"][ids["a"]].startswith("stopped at verified checkpoint step ")
