@@ -12,7 +12,6 @@ that cannot hold a lockable SQLite file at all is refused with the reason (docs/
 
 from __future__ import annotations
 
-import enum
 import errno
 import fcntl
 import json
@@ -25,14 +24,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.ledger.journal_probe import Journal, try_journal
+
 PROBE_TIMEOUT = 30.0
 EVERYTHING_HERE = "everything in the campaign folder"
 LOCAL_DISK = "put the campaign folder on a local file system (copy it back with `campaign pull` or rsync)"
-
-
-class Journal(enum.StrEnum):
-    WAL = "wal"
-    DELETE = "delete"  # a rollback journal: no shared memory map
 
 
 @dataclass
@@ -84,42 +80,14 @@ def _locks(folder: Path) -> None:
         os.unlink(path)
 
 
-def _sqlite(folder: Path, journal: Journal) -> None:
-    path = folder / f".probe-{os.getpid()}-{journal}.sqlite"
-    try:
-        w = sqlite3.connect(path, isolation_level=None, timeout=0.5)
-        try:
-            w.execute("PRAGMA synchronous=OFF")  # the locks and the maps are tried, not the disk's speed
-            got = w.execute(f"PRAGMA journal_mode={journal}").fetchone()[0]
-            if str(got).lower() != journal:
-                raise sqlite3.OperationalError(f"journal_mode={journal} not taken (got {got})")
-            w.execute("CREATE TABLE t(x)")
-            w.execute("INSERT INTO t VALUES (1)")
-            r = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.5)  # a reader, as status is
-            try:
-                if r.execute("SELECT x FROM t").fetchall() != [(1,)]:
-                    raise sqlite3.OperationalError("a reader did not see the row written")
-            finally:
-                r.close()
-            w.execute("INSERT INTO t VALUES (2)")
-        finally:
-            w.close()
-    finally:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            try:
-                os.unlink(str(path) + suffix)
-            except OSError:
-                pass
-
-
 def _probe_main(folder: Path) -> int:
     """In the child: each step's error (or null), as one JSON line, printed as it goes so that a
     step that kills the child (SIGBUS) is known by the last line."""
     for name, step in (
         ("socket", lambda: _socket(folder)),
         ("locks", lambda: _locks(folder)),
-        ("sqlite_delete", lambda: _sqlite(folder, Journal.DELETE)),
-        ("sqlite_wal", lambda: _sqlite(folder, Journal.WAL)),
+        ("sqlite_delete", lambda: try_journal(folder, Journal.DELETE)),
+        ("sqlite_wal", lambda: try_journal(folder, Journal.WAL)),
     ):
         print(json.dumps({"step": name}), flush=True)
         print(json.dumps({"step": name, "error": _try(step)}), flush=True)
