@@ -115,3 +115,22 @@ def test_a_pilot_that_ended_while_the_runner_was_down_waits_from_when_it_came_ba
     wait_for(lambda: _runs(c)["c"]["launched_at"], what="the runner to continue", timeout=15)
     (decision,) = _read(c, "SELECT * FROM decisions")
     assert decision["how"] == "wait_ended" and decision["t"] >= back + 3.0
+
+
+def test_status_words_a_decision_as_the_report_and_the_console_do():
+    from console.pilot_view import decision_words as console_words
+    from runner.cli.daemon_cmds import render_status
+
+    decision = {"t": time.time(), "who": "ana@gpu (shell)", "how": "shell", "choice": "cut"}
+    decision |= {"variants": ["c", "d"], "dropped": ["e"], "note": "e cannot change the answer"}
+    snap = {
+        "campaign": {"name": "t"},
+        "bundle": {"provider": "P", "gpu": "G", "plan": "3d", "expires_at": "x", "remaining_seconds": 1.0}
+        | {"retrieve_by": "y", "retrieve_seconds": 1.0, "warning": "ok"},
+        "runs": [],
+        "queue": [],
+        "pilot": {"state": "decided", "decision": decision},
+    }
+    words = "cut to c, d (dropped e): e cannot change the answer"
+    assert f"pilot decided by ana@gpu (shell): {words}" in render_status(snap)
+    assert console_words(decision) == words

@@ -282,16 +282,16 @@ def render_status(snap: dict) -> str:
     pilot = snap.get("pilot") or {}
     if pilot.get("state") == "awaiting_decision":
         until = pilot.get("continues_at")
-        when = f" until {_utc(until)} (in {format_span(until - time.time())})" if isinstance(until, float | int) else ""
+        when = f" until {_utc(until)} ({_in_or_ago(until - time.time())})" if isinstance(until, float | int) else ""
         lines.append(
             f"pilot over ({pilot.get('basis')}): launches held for the decision{when}, then the runner "
             "continues by itself; decide: campaign decide continue | cut VARIANT... | revisit"
         )
     elif pilot.get("state") == "decided" and pilot.get("decision"):
+        from runner.closing.report import decision_words
+
         d = pilot["decision"]
-        lines.append(
-            f"pilot decided by {d.get('who')}: {d.get('choice')}" + (f": {d['note']}" if d.get("note") else "")
-        )
+        lines.append(f"pilot decided by {d.get('who')}: {decision_words(d)}")
     from runner.cli.wrapup_cmd import leaving_lines
 
     lines += leaving_lines(snap)

@@ -191,15 +191,19 @@ class Report:
     def decision_lines(self) -> list[str]:
         out = []
         for d in self.decisions:
-            what = d["choice"] + (f" to {', '.join(d['variants'])}" if d["choice"] == "cut" else "")
-            if d.get("dropped"):
-                what += f" (dropped {', '.join(d['dropped'])})"
-            note = f": {d['note']}" if d.get("note") else ""
-            out.append(f"{when_utc(d['t'])}, {d['who']}: {what}{note}")
+            out.append(f"{when_utc(d['t'])}, {d['who']}: {decision_words(d)}")
         return out
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def decision_words(d: dict[str, Any]) -> str:
+    """A decision in the same words wherever it is shown (report, `campaign status`)."""
+    what = str(d.get("choice")) + (f" to {', '.join(d.get('variants') or [])}" if d.get("choice") == "cut" else "")
+    if d.get("dropped"):
+        what += f" (dropped {', '.join(d['dropped'])})"
+    return what + (f": {d['note']}" if d.get("note") else "")
 
 
 def build_report(
