@@ -68,6 +68,7 @@ class CampaignConsole(App):
         self.ticks = 0
         self.main_screen: MainScreen | None = None
         self._ticking = False
+        self._curves_lock = asyncio.Lock()  # the metric files are read by one thread at a time
         self._states: dict[str, str] = {}
         self._metrics_warned: set[str] = set()  # runs whose regex-follows-nothing warning was toasted
         self.actions: list[tuple[str, dict]] = []  # what was asked of the runner, in order
@@ -146,8 +147,9 @@ class CampaignConsole(App):
         plot.take_runs(self.rows.values() if changed is None else changed, full=changed is None)
         pids = {rid: (self.rows.get(rid) or {}).get("pid") for rid in plot.running}
         root = (snap.get("campaign") or {}).get("root") or (str(self.campaign.root) if self.campaign else None)
-        self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
-        plot.apply(batch)
+        async with self._curves_lock:
+            self.gpu_reading, batch = await asyncio.to_thread(self._sample_off_thread, pids, root, plot)
+            plot.apply(batch)
         expiry = expiry_at(snap.get("bundle") or {}, now, self.warn_hours)
         screen.show(
             snap,
@@ -165,8 +167,25 @@ class CampaignConsole(App):
         # curves shown from this tick on (a new selection, the first frame), read to their end now
         missing: dict[str, str | None] = {rid: d for rid, d in plot.wanted().items() if d and rid not in batch}
         if missing:
-            plot.apply(await asyncio.to_thread(plot.tails.read, missing))
+            async with self._curves_lock:
+                plot.apply(await asyncio.to_thread(plot.tails.read, missing))
         self.ticks += 1
+
+    def read_curves_soon(self) -> None:
+        """A curve is shown from now on (another run selected, the `v` view): read its file now,
+        off the UI thread, rather than at the next tick. Only the curves drawn are read each tick,
+        so a run selected next may have fallen behind."""
+        self.run_worker(self._read_curves(), group="curves")
+
+    async def _read_curves(self) -> None:
+        screen = self.main_screen
+        if screen is None:
+            return
+        plot = screen.query_one(LossPlot)
+        async with self._curves_lock:  # one reader of the metric files at a time
+            wanted: dict[str, str | None] = {rid: d for rid, d in plot.wanted().items() if d}
+            if wanted:
+                plot.apply(await asyncio.to_thread(plot.tails.read, wanted))
 
     def _sample_off_thread(self, pids: dict, root: str | None, plot: LossPlot) -> tuple[GpuReading, dict]:
         return self.sampler.read(pids, root), plot.read_new()

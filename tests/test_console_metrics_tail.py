@@ -4,7 +4,7 @@ through the variant's frozen metrics_regex."""
 import json
 
 from console.metrics_tail import MetricTail
-from console.widgets.plots.loss_plot import OTHERS_EVERY, LossPlot
+from console.widgets.plots.loss_plot import LossPlot
 
 
 def test_harness_metrics_file_is_followed_incrementally(tmp_path):
@@ -33,10 +33,9 @@ def test_unmodified_script_curve_comes_from_its_output_log(tmp_path):
     assert tail.poll() == 2  # nan is a point too: the plot shows where it broke
 
 
-def test_the_plot_reads_the_curves_it_draws_each_tick_and_the_others_now_and_then(tmp_path):
+def test_the_plot_reads_only_the_curves_it_draws(tmp_path):
     """Eight running runs write 100 lines a second each: an idle console decodes the one or two
-    curves it draws every second, the others every OTHERS_EVERY seconds (so a run selected next
-    has its curve at once)."""
+    curves it draws, not the lines of every running run (a curve shown next is read then)."""
     rows = []
     for i in range(4):
         folder = tmp_path / f"r{i}"
@@ -46,9 +45,7 @@ def test_the_plot_reads_the_curves_it_draws_each_tick_and_the_others_now_and_the
     plot = LossPlot()
     plot.take_runs(rows, full=True)
     plot.selected = "r2"
-    everyone = {"r0", "r1", "r2", "r3"}
-    assert set(plot.read_new()) == everyone  # the first read: every running run
-    assert set(plot.read_new()) == {"r2"}  # then the curve drawn, alone
-    plot._others_at -= OTHERS_EVERY
-    assert set(plot.read_new()) == everyone
+    assert set(plot.read_new()) == {"r2"}
+    plot.show_all = True  # the `v` view: every running run is drawn
+    assert set(plot.read_new()) == {"r0", "r1", "r2", "r3"}
     plot.tails.close()

@@ -122,8 +122,11 @@ class MainScreen(Screen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         plot = self.query_one(LossPlot)
-        plot.selected = event.row_key.value if event.row_key is not None else None
-        plot.refresh()
+        selected = event.row_key.value if event.row_key is not None else None
+        if selected != plot.selected:
+            plot.selected = selected
+            plot.refresh()
+            self.console_app.read_curves_soon()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_detail()
@@ -270,6 +273,7 @@ class MainScreen(Screen):
     def action_plot_view(self) -> None:
         plot = self.query_one(LossPlot)
         plot.show_all = not plot.show_all
+        self.console_app.read_curves_soon()
 
     def action_log_scale(self) -> None:
         plot = self.query_one(LossPlot)

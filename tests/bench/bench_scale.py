@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from runner.campaign.model import load_campaign  # noqa: E402
+from runner.closing import pilot  # noqa: E402
 from runner.daemon import client, control  # noqa: E402
 from runner.ledger import store as L  # noqa: E402
 
@@ -176,6 +177,9 @@ def write_campaign(base: Path, finished: int, run_seconds: float) -> Path:
         )
         recs = [{"t": now + i * 0.1 + 60, "step": 1000, "loss": 0.5 + (i % 7) / 10, "dev_acc": 0.8, "samples": 32}]
         led.record_metrics(rid, recs, offset=100, bad_lines=0, restarts=0)
+    # a rental with this many ended runs is long past its pilot: its decision is in the ledger (the
+    # runner refuses `decide` while the 8 running runs have not reached a checkpoint)
+    pilot.record_decision(led.conn, c, "continue", [], "bench", "bench")
     led.close()
     return c.path
 
@@ -199,9 +203,7 @@ def one_size(finished: int, seconds: float) -> dict:
         else:
             raise SystemExit("runs did not all start")
         out["up_to_running_s"] = time.perf_counter() - t
-        # a rental with this many ended runs is long past its pilot: the decision is taken
-        client.request(c, "decide", choice="continue", variants=[], note="bench", who="bench")
-        # the decision brings the output folder up to date (a pass over every run, off the loop):
+        # the start brings the output folder up to date (a pass over every run, off the loop):
         # wait for that one-off pass to end, so the window below measures the idle steady state
         runner = psutil.Process(client.request(c, "status")["runner"]["pid"])
         settle = time.monotonic() + 180

@@ -10,7 +10,6 @@ switches between the two views.
 from __future__ import annotations
 
 import math
-import time
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -24,7 +23,6 @@ from runner.ledger.states import RunState
 SMOOTHING = (0.0, 0.6, 0.9)
 PALETTE = ("bright_magenta", "green", "yellow", "bright_blue", "red", "bright_cyan", "white", "magenta")
 CONTROL_COLOR = "cyan"
-OTHERS_EVERY = 5.0  # seconds between reads of the running runs whose curves are not drawn
 
 
 class LossPlot(Widget):
@@ -47,7 +45,6 @@ class LossPlot(Widget):
         self._running_ids: dict[str, None] = {}  # running run ids, in the order first seen
         self._variants: dict[str, dict[str, str]] = {}  # variant -> run id -> state
         self.control_variant: str | None = None
-        self._others_at = -math.inf  # when the curves not drawn were last read (read_new)
 
     # -- data ---------------------------------------------------------------------------------
     def take_runs(self, rows, *, full: bool = False) -> None:
@@ -84,15 +81,9 @@ class LossPlot(Widget):
         return {rid: self.run_dirs.get(rid) for rid, _ in self.visible_runs()}
 
     def read_new(self) -> dict:
-        """New metric records (safe to call from a worker thread): of the curves drawn, each tick;
-        of the other running runs every OTHERS_EVERY seconds, so a run selected next shows its
-        curve at once, up to date from the next tick on."""
-        dirs = self.wanted()
-        now = time.monotonic()
-        if now - self._others_at >= OTHERS_EVERY:
-            self._others_at = now
-            dirs = {**{rid: self.run_dirs.get(rid) for rid in self.running}, **dirs}
-        return self.tails.read(dirs)
+        """New metric records of the curves drawn (safe to call from a worker thread); a curve
+        shown next is read when it is shown (the app's `read_curves_soon`)."""
+        return self.tails.read(self.wanted())
 
     def apply(self, batch: dict) -> None:
         """New points (`read_new`): a repaint when a curve drawn now grew."""
