@@ -17,7 +17,7 @@ from runner.campaign.model import load_campaign
 from runner.campaign.runid import config_hash, run_id
 from runner.daemon import protocol
 from runner.daemon.client_requests import peer_allowed, peer_credentials
-from runner.daemon.control import LogindFacts, decide_detach, kills_user_processes
+from runner.daemon.detach import LogindFacts, decide_detach, kills_user_processes
 from runner.daemon.slots import initial_queue, plan_slots
 from runner.daemon.status import build_snapshot
 from runner.daemon.watcher import derive_end
