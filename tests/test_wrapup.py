@@ -184,3 +184,29 @@ def test_a_runner_restarted_during_the_wrap_up_records_how_each_run_was_stopped(
     assert done["runs"][ids["a"]].startswith("stopped at verified checkpoint step ")
     assert done["runs"][ids["b"]] == "stopped at the deadline without a new verified checkpoint"
     assert wrap["runs"] == done["runs"]
+
+
+@pytest.mark.slow
+def test_a_wrap_up_set_too_early_and_done_can_be_cancelled_and_says_it_holds(camp, capsys):
+    """`--at now` by mistake with nothing running: the wrap-up is done at once and would hold every
+    launch for the rest of the rental. A start says it is held; a cancel lets launches go on."""
+    from runner.daemon import client, control
+    from tests.helpers_runner import STEPS_SCRIPT
+
+    write(camp, wrap_in=3600, variants=("a",))
+    (camp / "steps.py").write_text(STEPS_SCRIPT)
+    text = (camp / "campaign.toml").read_text().replace('"train.py", "100000"', '"steps.py", "20", "0.05"')
+    (camp / "campaign.toml").write_text(text.replace('[[phase]]\nname = "main"\nvariants = ["a"]\n', ""))
+    c = load_campaign(camp)
+    control.up(c)
+    assert main(["wrap-up", str(camp), "--at", "now"]) == 0
+    wait_for(lambda: client.request(c, "status")["runner"]["wrap_up"]["phase"] == "done", 30, "the wrap-up")
+    capsys.readouterr()
+    assert main(["start", str(camp), "a"]) == 0
+    assert "held: the wrap-up launches nothing more; `campaign wrap-up --cancel`" in capsys.readouterr().out
+    assert main(["wrap-up", str(camp), "--cancel"]) == 0
+    wait_for(
+        lambda: any(r["state"] == "finished" for r in client.request(c, "status")["runs"]),
+        30,
+        "a to run once cancelled",
+    )

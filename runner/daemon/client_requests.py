@@ -194,13 +194,16 @@ class ClientRequests:
             run = self.ledger.run(out["run"])
             held = m.hold.held and run is not None and run.state == RunState.QUEUED
             held = held and run is not None and run.variant not in m.hold.allowed and not run.attempts
-            return {**out, **_state_reply(run), **({"note": m.hold.reason} if held else {})}
+            note = self._wrap_up_note(run) or (m.hold.reason if held else None)
+            return {**out, **_state_reply(run), **({"note": note} if note else {})}
         if op == "abort":
             return m.abort(_text(args, "run"), args.get("reason") or None, str(args.get("by") or "user"))
         if op == "resume":
             out = m.resume(_text(args, "run"))
             m.schedule()
-            return {**out, **_state_reply(self.ledger.run(out["run"]))}
+            run = self.ledger.run(out["run"])
+            note = self._wrap_up_note(run)
+            return {**out, **_state_reply(run), **({"note": note} if note else {})}
         if op == "checkpoint":
             return m.signal_checkpoint(_text(args, "run"))
         if op == "decide":
@@ -215,6 +218,12 @@ class ClientRequests:
             asyncio.get_running_loop().call_soon(self.request_stop, bool(args.get("abort_runs")))
             return {"stopping": True, "active_runs": sorted(self.manager.active)}
         raise RequestError(f"unknown op {op!r}", code="bad_request")
+
+    def _wrap_up_note(self, run: Any) -> str | None:
+        """A run queued while the wrap-up holds every launch waits for good unless it is cancelled."""
+        if not self.manager.wrapup_hold or run is None or run.state != RunState.QUEUED:
+            return None
+        return "held: the wrap-up launches nothing more; `campaign wrap-up --cancel` lets launches go on"
 
     def _reload_campaign(self) -> None:
         """`start` freezes the file as it is now: a fixed rule or command gives a new run id."""

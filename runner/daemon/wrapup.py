@@ -98,8 +98,12 @@ class WrapUp:
         return self.to_json()
 
     def cancel(self, by: str) -> dict[str, Any]:
-        if self.phase in (Phase.WRITING, Phase.DONE):
-            raise ValueError("the wrap-up has already stopped every run: nothing to cancel")
+        """Launches go on again (what the wrap-up stopped stays stopped, its output stays written);
+        also once it is done, or a wrap-up set too early would hold launches for the rest of the rental."""
+        if self.phase is Phase.WRITING:
+            raise ValueError("the wrap-up is writing the manifest and RELOAD.md: cancel it once it is done")
+        if self.phase is Phase.CANCELLED:
+            raise ValueError("the wrap-up is already cancelled")
         self.ledger.event("wrap_up_cancelled", by=by, was=self.phase.value)
         self.phase = Phase.CANCELLED
         return self.to_json()
