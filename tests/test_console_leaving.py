@@ -107,3 +107,26 @@ async def test_wrap_up_countdown_and_the_key_that_moves_it(tmp_path):
         await pilot.click("#cancel-wrap-up")
         await pilot.pause()
         assert ("wrap_up", {"who": "console", "cancel": True}) in app.actions
+
+
+async def test_a_done_wrap_up_can_still_be_cancelled_from_the_console(tmp_path):
+    from tests.fixtures.scene import iso
+
+    folder = tmp_path / "demo"
+    write_scene(folder)
+    now = moments(folder)["warning"]
+    snap = snapshot(folder, now)
+    snap["runner"] = {
+        "pid": 1,
+        "wrap_up": {"phase": "done", "at": iso(now - 60), "runs": {}, "retrieve_by": iso(now + 900)},
+    }
+    app = _app(folder, snap, now)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.tick()
+        await pilot.pause()
+        assert "w wrap-up" in screen_text(app)  # it holds every launch: the key to lift it is shown
+        await pilot.press("w")
+        await pilot.pause()
+        await pilot.click("#cancel-wrap-up")
+        await pilot.pause()
+        assert ("wrap_up", {"who": "console", "cancel": True}) in app.actions

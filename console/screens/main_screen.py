@@ -69,7 +69,7 @@ class MainScreen(Screen):
         if action == "decide":
             return self._pilot_state in ("awaiting_decision", "decided")
         if action == "wrap_up":  # in the footer once the runner has a wrap-up to move or cancel
-            return self._wrap_phase in ("scheduled", "running", "cancelled")
+            return self._wrap_phase in ("scheduled", "running", "cancelled", "done")
         return True
 
     # -- data in ------------------------------------------------------------------------------
