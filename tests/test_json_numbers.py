@@ -116,3 +116,23 @@ def test_an_aborted_runs_time_used_does_not_drop_while_its_attempt_ends(tmp_path
         replace(base, state=RunState.ABORTED, active_seconds=1805.0, ended_at=now + 5), None, {}, {}, [], now + 9
     )
     assert [r.elapsed_seconds for r in (running, ending, ended)] == [1800.0, 1805.0, 1805.0]
+
+
+def test_json_ready_flags_every_non_finite_float_and_word_in_place() -> None:
+    from runner.campaign.json_numbers import json_ready
+
+    inf = float("inf")
+    obj = {"a": float("nan"), "b": [inf, "nan", 1.0, (-inf,)], "c": "-inf", "d": -inf, "e": 1.5, "f": True, "g": "x"}
+    assert json_ready(obj, texts=True) == {
+        "a": None,
+        "a_nonfinite": "nan",
+        "b": [None, None, 1.0, [None]],
+        "c": None,
+        "c_nonfinite": "-inf",
+        "d": None,
+        "d_nonfinite": "-inf",
+        "e": 1.5,
+        "f": True,
+        "g": "x",
+    }
+    assert json_ready({"a": "nan", "b": [1e308 * 10]}) == {"a": "nan", "b": [None]}  # words only with texts

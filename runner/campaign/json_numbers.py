@@ -14,6 +14,7 @@ from typing import Any
 
 FLAG_SUFFIX = "_nonfinite"
 _WORDS = {"nan": "nan", "inf": "inf", "-inf": "-inf", "NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+_NO_WORDS: dict[str, str] = {}
 
 
 def as_number(value: Any) -> float | int | None:
@@ -53,7 +54,9 @@ def nonfinite_as_text(obj: Any) -> Any:
 def json_ready(obj: Any, *, texts: bool = False) -> Any:
     """A copy of `obj` with every non-finite float as null plus its `<key>_nonfinite` flag.
     `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for.
-    Scalars are judged in place, without a call each: a snapshot of 10,000 runs holds ~500,000."""
+    Scalars are judged inline, without a call each: a snapshot of 10,000 runs holds ~500,000, and
+    `x - x != 0.0` is true exactly for NaN and the infinities."""
+    words = _WORDS if texts else _NO_WORDS
     t = type(obj)
     if t is dict:
         out: dict[str, Any] = {}
@@ -61,9 +64,12 @@ def json_ready(obj: Any, *, texts: bool = False) -> Any:
             vt = type(value)
             if vt is dict or vt is list or vt is tuple:
                 out[key] = json_ready(value, texts=texts)
-            elif (vt is float or vt is str) and (word := _nonfinite_word(value, texts)) is not None:
+            elif vt is float and value - value != 0.0:
                 out[key] = None
-                out[f"{key}{FLAG_SUFFIX}"] = word
+                out[f"{key}{FLAG_SUFFIX}"] = "nan" if value != value else ("inf" if value > 0 else "-inf")
+            elif vt is str and value in words:
+                out[key] = None
+                out[f"{key}{FLAG_SUFFIX}"] = words[value]
             else:
                 out[key] = value
         return out
@@ -73,7 +79,7 @@ def json_ready(obj: Any, *, texts: bool = False) -> Any:
             vt = type(v)
             if vt is dict or vt is list or vt is tuple:
                 items.append(json_ready(v, texts=texts))
-            elif (vt is float or vt is str) and _nonfinite_word(v, texts) is not None:
+            elif (vt is float and v - v != 0.0) or (vt is str and v in words):
                 items.append(None)
             else:
                 items.append(v)
