@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
@@ -32,6 +33,9 @@ from runner.ledger.states import PENDING_STATES, RESUMABLE_STATES, RunState
 
 if TYPE_CHECKING:
     from console.app import CampaignConsole
+
+
+FULL_FOOTER_COLUMNS = 80
 
 
 class MainScreen(Screen):
@@ -63,6 +67,11 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Below 80 columns the footer's keys reach its right edge, where Textual docks the palette
+        key over them (leaving a stray letter): there the palette key is left out (ctrl+p still works)."""
+        self.query_one(Footer).show_command_palette = event.size.width >= FULL_FOOTER_COLUMNS
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         """The pilot key is in the footer (and live) once a decision is awaited or taken."""
