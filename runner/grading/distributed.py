@@ -113,12 +113,26 @@ def _model_states(path: Path, res: GradeResult) -> tuple[bool, int | None]:
         res.found.add(Part.PROGRESS)
     if obj.get("lr_scheduler"):
         res.found.add(Part.SCHEDULER)
+    if isinstance(obj.get("optimizer"), dict) and obj["optimizer"].get("state"):
+        res.found.add(Part.OPTIMIZER)  # without ZeRO the optimizer's state is saved with the module
     if obj.get("data_sampler"):
         res.found.add(Part.DATA)
     world = obj.get("dp_world_size") if isinstance(obj.get("dp_world_size"), int) else None
     if _placeholders(obj.get("module"), obj.get("param_shapes")):
         return False, world
     return tf.check_model(obj.get("module"), res, f"{path.name}: "), world
+
+
+def _master_weights_finite(name: str, part: dict, res: GradeResult) -> None:
+    """The fp32 master weights a ZeRO partition holds (`single_partition_of_fp32_groups` under
+    ZeRO-1/2, `fp32_flat_groups` under ZeRO-3): a NaN there is a NaN in the weights a resume loads."""
+    osd = part.get("optimizer_state_dict")
+    groups = (
+        (osd.get("fp32_flat_groups") or osd.get("single_partition_of_fp32_groups")) if isinstance(osd, dict) else None
+    )
+    if isinstance(groups, list):
+        named = {f"group {i}": t for i, t in enumerate(groups)}
+        tf.check_model(named, res, f"{name}: fp32 master weights: ")
 
 
 def grade_deepspeed(path: Path, res: GradeResult) -> None:
@@ -152,8 +166,14 @@ def grade_deepspeed(path: Path, res: GradeResult) -> None:
         if world and len(shards) < world:
             res.problem(f"{len(shards)} of {world} ZeRO partition(s) present: the weights cannot be reassembled")
             return
-        ok = all(isinstance(tf.load(s, res, what=s.name), dict) for s in shards)
+        parts = [tf.load(s, res, deepspeed_ok=True, what=s.name) for s in shards]
+        ok = all(isinstance(p, dict) for p in parts)
+        for shard, part in zip(shards, parts, strict=True):
+            if isinstance(part, dict):
+                _master_weights_finite(shard.name, part, res)
         tf.mark(res, Part.OPTIMIZER, ok)
-        tf.mark(res, Part.MODEL, ok)  # fp32 master weights live in the partitions
+        # ZeRO-1/2 save the whole module beside the partitions; under ZeRO-3 the fp32 master
+        # weights live only in the partitions
+        tf.mark(res, Part.MODEL, real or ok)
     else:
         tf.mark(res, Part.MODEL, real)

@@ -4,7 +4,8 @@ Every load is `torch.load(weights_only=True)`, memory-mapped where the file is a
 many-GB checkpoint costs address space, not resident memory; its tensors' values are checked in one
 sequential pass over the file (`file_pass`), which hands each chunk's pages back as it goes.
 The only objects beyond tensors and plain values ever allowed are the NumPy types a random-number
-state holds (`numpy_rng_globals`), named one by one, never a blanket unpickle.
+state holds (`numpy_rng_globals`) and DeepSpeed's bookkeeping records (`deepspeed_globals`, read into
+inert stand-ins, DeepSpeed never imported), named one by one, never a blanket unpickle.
 Imports: the stdlib and torch (NumPy only when a file holds NumPy state).
 """
 
@@ -29,11 +30,39 @@ def numpy_rng_globals() -> list[Any]:
     return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
 
 
-def load(path: Path, result: GradeResult, *, numpy_ok: bool = False, what: str | None = None) -> Any:
+class DeepSpeedRecord:
+    """What a DeepSpeed bookkeeping object in a ZeRO partition file is read into: its arguments and
+    state kept as plain values, no code of DeepSpeed run (the grader needs the tensors beside them)."""
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+# the classes DeepSpeed pickles into `*_optim_states.pt` besides tensors and plain values
+DEEPSPEED_RECORDS = (
+    "deepspeed.runtime.zero.config.ZeroStageEnum",
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+    "deepspeed.utils.tensor_fragment.fragment_address",
+)
+
+
+def deepspeed_globals() -> list[Any]:
+    """Each DeepSpeed record name mapped to the inert `DeepSpeedRecord` (torch's allowlist takes
+    (object, name) pairs)."""
+    return [(DeepSpeedRecord, name) for name in DEEPSPEED_RECORDS]
+
+
+def load(
+    path: Path, result: GradeResult, *, numpy_ok: bool = False, deepspeed_ok: bool = False, what: str | None = None
+) -> Any:
     """`torch.load(weights_only=True)`, mmap'd when possible; None (and a named problem) on failure."""
     import torch
 
-    allow = numpy_rng_globals() if numpy_ok else []
+    allow = (numpy_rng_globals() if numpy_ok else []) + (deepspeed_globals() if deepspeed_ok else [])
     guard = torch.serialization.safe_globals(allow) if allow else contextlib.nullcontext()
     label = f"{what}: " if what else ""
     try:
