@@ -15,7 +15,21 @@ from typing import Any
 from runner.campaign.numbers import parse_number_text
 
 
-class RegexMetrics:
+class _LineParser:
+    """What every line format shares: a block of stdout bytes parsed line by line (a line that is
+    not a metric line is ordinary output, never counted as a bad line)."""
+
+    matched_empty: int  # lines the format matched that gave no number
+
+    def parse(self, line: str) -> dict | None:
+        raise NotImplementedError
+
+    def parse_block(self, block: bytes) -> tuple[list[dict], int]:
+        records = [rec for raw in block.decode("utf-8", "replace").splitlines() if (rec := self.parse(raw)) is not None]
+        return records, 0
+
+
+class RegexMetrics(_LineParser):
     """Named groups of `pattern` become a record: `step` an int, every other group a float.
 
     Values such as `nan`, `inf`, `-inf`, `NaN` parse as non-finite floats; a trailing `,` or `;`
@@ -50,14 +64,6 @@ class RegexMetrics:
             self.matched_empty += 1
         return rec or None
 
-    def parse_block(self, block: bytes) -> tuple[list[dict], int]:
-        out = []
-        for raw in block.decode("utf-8", "replace").splitlines():
-            rec = self.parse(raw)
-            if rec is not None:
-                out.append(rec)
-        return out, 0
-
 
 def parse_number(text: str) -> float | None:
     """`2.31`, `nan`, `-inf`, `-nan(ind)`, `1.#INF`, `1e-3,` as floats; None when it is not a number.
@@ -70,7 +76,7 @@ def parse_number(text: str) -> float | None:
     return value
 
 
-class HfLogMetrics:
+class HfLogMetrics(_LineParser):
     """`metrics_format = "hf"`: the Hugging Face Trainer's log lines, unmodified.
 
     4.x prints `{'loss': 5.381, 'grad_norm': 1.28, 'learning_rate': 5e-05, 'epoch': 0.01}`, 5.x
@@ -112,14 +118,6 @@ class HfLogMetrics:
             self.step += 1
         rec["step"] = self.step
         return rec
-
-    def parse_block(self, block: bytes) -> tuple[list[dict], int]:
-        out = []
-        for raw in block.decode("utf-8", "replace").splitlines():
-            rec = self.parse(raw)
-            if rec is not None:
-                out.append(rec)
-        return out, 0
 
 
 LineParser = RegexMetrics | HfLogMetrics
