@@ -20,6 +20,24 @@ RUN_SELECT = "SELECT " + ", ".join(RUN_COLUMNS) + " FROM runs"
 _STATES: dict[str, RunState] = {s.value: s for s in RunState}
 
 
+def _state(word: str) -> RunState:
+    return _STATES.get(word) or RunState(word)  # a dict lookup; an unknown word still raises
+
+
+#: (position in RUN_COLUMNS, conversion) for the columns SQLite holds in another type
+_CONVERSIONS: tuple[tuple[int, Any], ...] = tuple(
+    (RUN_COLUMNS.index(name), convert)
+    for name, convert in (
+        ("state", _state),
+        ("run_dir", Path),
+        ("planned_hours", lambda v: float(v or 0.0)),
+        ("active_seconds", lambda v: float(v or 0.0)),
+        ("attempts", lambda v: int(v or 0)),
+        ("cut_by_decision", bool),
+    )
+)
+
+
 @dataclass(frozen=True, slots=True)
 class RunRecord:
     """Every column of `runs` (see `runner.ledger.schema`); `frozen` is the configuration frozen
@@ -55,61 +73,12 @@ class RunRecord:
     @classmethod
     def from_row(cls, r: sqlite3.Row | tuple) -> RunRecord:
         """A row selected with `RUN_SELECT` (its columns by position, in `RUN_COLUMNS` order:
-        unpacking is several times cheaper than reading a `sqlite3.Row` by name)."""
-        (
-            id_,
-            variant,
-            category,
-            config_hash,
-            state,
-            run_dir,
-            planned_hours,
-            queued_at,
-            launched_at,
-            ended_at,
-            active_seconds,
-            attempts,
-            supervisor_pid,
-            supervisor_create_time,
-            pid,
-            pid_create_time,
-            gpu_slot,
-            returncode,
-            stop_reason,
-            stop_rule,
-            stop_value,
-            stop_step,
-            cut_by_decision,
-            attempt_started_at,
-            exit_attempt,
-        ) = r
-        return cls(
-            id_,
-            variant,
-            category,
-            config_hash,
-            _STATES.get(state) or RunState(state),  # a dict lookup; an unknown word still raises
-            Path(run_dir),
-            float(planned_hours or 0.0),
-            queued_at,
-            launched_at,
-            ended_at,
-            float(active_seconds or 0.0),
-            int(attempts or 0),
-            supervisor_pid,
-            supervisor_create_time,
-            pid,
-            pid_create_time,
-            gpu_slot,
-            returncode,
-            stop_reason,
-            stop_rule,
-            stop_value,
-            stop_step,
-            bool(cut_by_decision),
-            attempt_started_at,
-            exit_attempt,
-        )
+        positions are several times cheaper than reading a `sqlite3.Row` by name), the few columns
+        whose Python type differs from SQLite's converted."""
+        values = list(r)
+        for i, convert in _CONVERSIONS:
+            values[i] = convert(values[i])
+        return cls(*values)
 
     @property
     def frozen_variant(self) -> dict[str, Any]:
