@@ -178,6 +178,9 @@ async def test_an_idle_tick_repaints_nothing_and_a_new_step_renders_one_cell(tmp
         await pilot.pause()
         assert repaints == [] and table.cells_rendered == rendered
 
+        lines: list[int] = []
+        render_line = table._render_line
+        monkeypatch.setattr(table, "_render_line", lambda y, *a: lines.append(y) or render_line(y, *a))
         snap = snapshot(tmp_path / "demo", NOW + 20)
         snap["runs"][1]["step"] = 1211
         app.source.replace(snap)
@@ -185,3 +188,9 @@ async def test_an_idle_tick_repaints_nothing_and_a_new_step_renders_one_cell(tmp
         await pilot.pause()
         assert table.cell_text("lr-x3-8be01d47", "step") == "1,211"
         assert table.cells_rendered - rendered == 1 and repaints == []
+        # only the changed row's line is painted again (not the header, nor the other rows) ...
+        row_y = table.header_height + table.get_row_index("lr-x3-8be01d47")
+        assert lines == [row_y]
+        # ... and the screen shows the new step on that row, the other rows as they were
+        row_line = next(line for line in screen_text(app).splitlines() if "x3-8be01d47" in line)
+        assert "1,211" in row_line

@@ -64,6 +64,7 @@ class MainScreen(Screen):
         super().__init__()
         self._pilot_state: str | None = None
         self._wrap_phase: str | None = None
+        self._queue_title: str | None = None
 
     def on_mount(self) -> None:
         self.query_one(RunsTable).focus()
@@ -118,7 +119,9 @@ class MainScreen(Screen):
         table = self.query_one(RunsTable)
         table.show(snapshot.get("runs") or [] if changed is None else changed, full=changed is None)
         queue = snapshot.get("queue") or []
-        table.border_title = f"queue: {', '.join(queue)}" if queue else None
+        title = f"queue: {', '.join(queue)}" if queue else None
+        if title != self._queue_title:  # setting a border title repaints the whole table
+            self._queue_title = table.border_title = title
         self.query_one(LossPlot).set_runs(table.selected_run, control_variant)
 
     @property

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Region
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from console.widgets.runs.cells import row_cells
 from console.widgets.runs.selection import RunSelection
@@ -113,12 +115,14 @@ class RunsTable(DataTable):
         super().__init__(*args, cell_padding=0, **kwargs)
         self.selection = RunSelection()
         self._shape: Shape | None = None
+        self._heights: dict[str, int] = {}  # the listed runs' row heights, as in _shape
         self._listed: list[str] = []
         self._listed_version = -1
         self._cells: dict[str, tuple[dict[str, Text], int]] = {}  # listed run -> cells, height
         self._cells_for: tuple = ()  # the (layout, rules width) the cached cells were made for
         self._generation = 0  # bumped by each _rebuild (rows held back from an older one are dropped)
         self.cells_made = 0  # rows whose cells were computed (tests count them)
+        self._row_y: dict[RowKey, int] | None = None  # each row's first line (None: rows changed since)
 
     @property
     def _runs(self) -> dict[str, dict]:
@@ -168,23 +172,25 @@ class RunsTable(DataTable):
         name, columns, widths = self.plan_layout()
         if self._cells_for != (name, widths[-1]):
             self._cells, self._cells_for = {}, (name, widths[-1])
-        if self._listed_version != self.selection.version:
+        relisted = self._listed_version != self.selection.version
+        if relisted:
             self._listed, self._listed_version = self.selection.visible(), self.selection.version
             self._note()
         if self._shape is None or (self._shape.layout, self._shape.widths) != (name, widths) or not self._cells:
             heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
         else:
-            old = dict(self._shape.heights)
             heights = self._shape.heights
-            if [rid for rid, _ in heights] != self._listed or any(
-                rid in old and self._row(rid)[1] != old[rid] for rid in changed or ()
+            # the rows listed, or a changed row's height: both are rare, and only then is every
+            # listed row looked at (a tick of new steps costs the changed runs only)
+            if (relisted and [rid for rid, _ in heights] != self._listed) or any(
+                rid in self._heights and self._row(rid)[1] != self._heights[rid] for rid in changed or ()
             ):
                 heights = tuple((rid, self._row(rid)[1]) for rid in self._listed)
         shape = Shape(name, widths, heights)
         if shape != self._shape:
             self._rebuild(shape, columns)
             return
-        listed = dict(heights)
+        listed = self._heights  # as built for this shape
         for rid in self._listed if changed is None else changed:
             if rid not in listed or rid not in self.rows:  # not listed, or not added yet (_rebuild)
                 continue
@@ -203,6 +209,42 @@ class RunsTable(DataTable):
             hit = self._cells[rid] = (cells, min(len(wrap_lines(cells["rules"], rules_w, 2)), 2))
             self.cells_made += 1
         return hit
+
+    def update_cell(
+        self, row_key: RowKey | str, column_key: ColumnKey | str, value: Any, *, update_width: bool = False
+    ) -> None:
+        """DataTable's update_cell repaints the whole table (header, border and every row on screen)
+        for one changed cell; here only the lines of the changed row are repainted. The table-wide
+        update count is still bumped, so none of DataTable's own caches can serve the old value."""
+        if update_width:
+            super().update_cell(row_key, column_key, value, update_width=True)
+            return
+        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
+        column_key = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+        if row_key not in self._row_locations or column_key not in self._column_locations:
+            super().update_cell(row_key, column_key, value)  # raises CellDoesNotExist, as documented
+            return
+        self._data[row_key][column_key] = value
+        self._update_count += 1
+        if self._row_y is None:
+            self._row_y = {}
+            for y, (key, line) in enumerate(self._y_offsets):
+                if line == 0:
+                    self._row_y[key] = y
+        first = self._row_y.get(row_key)
+        if first is None:
+            self.refresh()
+            return
+        top = first + (self.header_height if self.show_header else 0)
+        self._refresh_region(Region(0, top, max(self.size.width, self.virtual_size.width), self.rows[row_key].height))
+
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None, label: Any = None) -> RowKey:
+        self._row_y = None
+        return super().add_row(*cells, height=height, key=key, label=label)
+
+    def clear(self, columns: bool = False) -> Self:
+        self._row_y = None
+        return super().clear(columns)
 
     def set_filter(self, text: str) -> None:
         self.selection.set_filter(text)
@@ -237,7 +279,7 @@ class RunsTable(DataTable):
         self.clear(columns=True)
         for col, width in zip(columns, shape.widths):
             self.add_column(fit(Text(col.label, style="bold"), width, col.right), width=width + GAP, key=col.key)
-        self._shape = shape
+        self._shape, self._heights = shape, dict(shape.heights)
         self._generation += 1
         ids = [rid for rid, _ in shape.heights]
         first = max(self.app.size.height, FIRST_ROWS_MIN) if self.app else len(ids)
@@ -285,11 +327,17 @@ class RunsTable(DataTable):
         by a table-wide update count), so one changed step made the whole table render again each
         second. Here a rendered cell is kept while the cell holds the very same value (cells are
         replaced, never changed in place), so a tick renders only the cells that changed."""
-        if row_index < 0 or column_index < 0:  # the header row: DataTable's own cache
+        if column_index < 0:  # row labels (none here): DataTable's own cache
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
-        value = self._data.get(row_key, {}).get(column_key) if row_key and column_key else None
+        row_key: RowKey | None
+        if row_index < 0:  # the header: kept while its column holds the same label
+            row_key = self._header_row_key
+            column = self.columns.get(column_key) if column_key else None
+            value: object = column.label if column is not None else None
+        else:
+            row_key = self._row_locations.get_key(row_index)
+            value = self._data.get(row_key, {}).get(column_key) if row_key and column_key else None
         key = (
             *(row_key, column_key, row_index, base_style, width, cursor, hover),
             *(self._show_hover_cursor, self._pseudo_class_state, self.show_cursor),
