@@ -1,7 +1,7 @@
 """Where the console's status comes from, and where its actions go.
 
 `RunnerSource` is the live one: it subscribes to the runner's socket (through
-`runner.daemon.client.AsyncClient`, which reconnects by itself), takes one full state and then
+`runner.daemon.async_client.AsyncClient`, which reconnects by itself), takes one full state and then
 applies the runner's deltas, so a second costs what changed. `SnapshotSource` serves a recorded
 status snapshot (screenshots, snapshot tests, a status file saved with `campaign status --json`):
 it refuses every action, since no runner stands behind it. The app asks `update()` once a tick; it
@@ -56,7 +56,7 @@ class RunnerSource:
     """The runner of the campaign folder `root`, over its socket."""
 
     def __init__(self, root: str | Path, *, timeout: float = 10.0, retry_seconds: float = 1.0) -> None:
-        from runner.daemon.client import AsyncClient
+        from runner.daemon.async_client import AsyncClient
 
         self.root = Path(root)
         self.description = f"runner of {self.root}"

@@ -164,10 +164,10 @@ async def test_connection_banner_shows_the_fix_within_its_two_lines_at_80_column
 
     from console.widgets.header.status_banner import ConnectionBanner
     from runner.campaign.statedir import StatePaths
-    from runner.daemon.client import _unavailable
+    from runner.daemon.client import unavailable
 
     # the fix travels as its own field (`hint`), never parsed out of the words
-    exc = _unavailable(
+    exc = unavailable(
         StatePaths(Path("/home/user/campaigns/rank-ablation")),
         "no socket at /home/user/campaigns/rank-ablation/.campaign/runner.sock",
     )

@@ -22,6 +22,7 @@ from runner.campaign.model import load_campaign
 from runner.campaign.statedir import paths_for
 from runner.cli import main as cli_main
 from runner.daemon import client, control
+from runner.daemon.async_client import AsyncClient
 from runner.ledger import store as L
 from tests.helpers_runner import kill_processes_under, run_of, wait_for, write_campaign
 
@@ -299,7 +300,7 @@ async def test_async_client_requests_and_subscription(camp):
     write_campaign(camp, [{"name": "a", "n": 60, "delay": 0.02}], phase=[])
     c = load_campaign(camp)
     control.ensure_running(c)
-    ac = client.AsyncClient(c, timeout=30)
+    ac = AsyncClient(c, timeout=30)
     assert (await ac.request("ping"))["pong"] is True
     events = ac.subscribe()
     first = await events.__anext__()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.campaign.errors import CampaignError
-from runner.campaign.host_plan import placement
 from runner.campaign.hosts import on_host
 from runner.campaign.model import load_campaign
 from runner.campaign.objects import Campaign
@@ -80,6 +79,8 @@ def not_placed_here(campaign: Campaign, variant: str) -> str | None:
     """Why this host's runner must not run `variant` (placed on another host), or None."""
     if campaign.this_host is None:
         return None
+    from runner.campaign.host_plan import placement  # the schedule: only for a [[host]] campaign
+
     where = placement(campaign).get(variant)
     if where is None or where == campaign.this_host:
         return None

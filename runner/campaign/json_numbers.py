@@ -13,7 +13,9 @@ import math
 from typing import Any
 
 FLAG_SUFFIX = "_nonfinite"
-_WORDS = {"nan": "nan", "inf": "inf", "-inf": "-inf", "NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+# the socket's words for a non-finite number (and JSON5's spellings), each to the flag's word
+WORDS = {"nan": "nan", "inf": "inf", "-inf": "-inf", "NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+_WORDS = WORDS
 _NO_WORDS: dict[str, str] = {}
 
 
@@ -36,6 +38,11 @@ def _nonfinite_word(value: Any, texts: bool) -> str | None:
     if texts and isinstance(value, str):
         return _WORDS.get(value)
     return None
+
+
+def nonfinite_word(value: Any) -> str | None:
+    """ "nan", "inf" or "-inf" when `value` is a non-finite float or the socket's word for one."""
+    return _nonfinite_word(value, True)
 
 
 def nonfinite_as_text(obj: Any) -> Any:

@@ -20,13 +20,12 @@ import msgspec
 from runner.campaign.durations import format_duration, format_span
 from runner.campaign.errors import CampaignError, RunnerUnavailable
 from runner.campaign.host_view import as_host, record_host
-from runner.campaign.json_numbers import json_ready
 from runner.campaign.model import load_campaign, resolve_campaign_path
 from runner.campaign.objects import Campaign
 from runner.campaign.statedir import StatePaths, paths_for
 from runner.cli import file_arg, fleet_cmds
 from runner.daemon import client, control
-from runner.daemon.status import offline_snapshot
+from runner.daemon.status_json import status_ready
 from runner.ledger import queries
 from runner.ledger.states import RunState
 
@@ -137,10 +136,12 @@ def cmd_status(ns: argparse.Namespace) -> int:
     except RunnerUnavailable as exc:
         if isinstance(campaign, StatePaths):
             raise  # the file is broken and the runner just went away
+        from runner.daemon.status import offline_snapshot  # the ledger read here: only when no runner answers
+
         snap = offline_snapshot(campaign, runner_error=str(exc))
     if getattr(ns, "json", False):
         # msgspec writes the same text as json.dumps(indent=1), ten times faster (10,000 runs: ~9 MB)
-        print(msgspec.json.format(msgspec.json.encode(json_ready(snap, texts=True)), indent=1).decode())
+        print(msgspec.json.format(msgspec.json.encode(status_ready(snap)), indent=1).decode())
     else:
         print(render_status(snap))
     return 0

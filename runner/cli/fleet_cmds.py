@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from runner.campaign.durations import format_span
 from runner.campaign.errors import CampaignError
@@ -18,8 +19,18 @@ from runner.campaign.host_view import recorded_host
 from runner.campaign.model import load_campaign
 from runner.campaign.objects import Campaign
 from runner.cli import file_arg
-from runner.daemon.fleet import Fleet, HostResult, HostUnreachable, fmt_since
 from runner.ledger.states import RunState
+
+if TYPE_CHECKING:
+    from runner.daemon.fleet import Fleet, HostResult
+
+
+def _fleet(campaign: Campaign) -> Fleet:
+    """Every host's runner over SSH. Imported here, not at the top: every one-host command imports
+    this module for `user_side`, and the SSH side costs a tenth of a second to import."""
+    from runner.daemon.fleet import Fleet
+
+    return Fleet(campaign)
 
 
 def user_side(ns: argparse.Namespace) -> Campaign | None:
@@ -34,13 +45,13 @@ def user_side(ns: argparse.Namespace) -> Campaign | None:
 
 
 def cmd_up(campaign: Campaign, ns: argparse.Namespace) -> int:
-    with Fleet(campaign) as fleet:
+    with _fleet(campaign) as fleet:
         said = fleet.up()
     return _per_host(said)
 
 
 def cmd_down(campaign: Campaign, ns: argparse.Namespace) -> int:
-    with Fleet(campaign) as fleet:
+    with _fleet(campaign) as fleet:
         said = fleet.down(abort_runs=bool(getattr(ns, "abort_runs", False)))
     return _per_host(said)
 
@@ -53,7 +64,7 @@ def _per_host(said: dict[str, HostResult]) -> int:
 
 
 def cmd_status(campaign: Campaign, ns: argparse.Namespace) -> int:
-    with Fleet(campaign) as fleet:
+    with _fleet(campaign) as fleet:
         snap = fleet.status()
     if getattr(ns, "json", False):  # the hosts' "nan" strings (socket form) as null + `<key>_nonfinite`
         from runner.campaign.json_numbers import json_ready
@@ -65,7 +76,9 @@ def cmd_status(campaign: Campaign, ns: argparse.Namespace) -> int:
 
 
 def cmd_start(campaign: Campaign, ns: argparse.Namespace) -> int:
-    with Fleet(campaign) as fleet:
+    from runner.daemon.fleet import HostUnreachable
+
+    with _fleet(campaign) as fleet:
         try:
             host, out = fleet.start(ns.variant)
         except HostUnreachable as exc:
@@ -81,7 +94,9 @@ def cmd_start(campaign: Campaign, ns: argparse.Namespace) -> int:
 
 def cmd_run_op(campaign: Campaign, ns: argparse.Namespace, op: str, **args) -> int:
     """`abort` or `resume` of HOST/RUN (or a RUN id that one host holds)."""
-    with Fleet(campaign) as fleet:
+    from runner.daemon.fleet import HostUnreachable
+
+    with _fleet(campaign) as fleet:
         try:
             host, rid = fleet.route(ns.run)
             out = fleet.request(host, op, run=rid, **args)
@@ -95,6 +110,8 @@ def cmd_run_op(campaign: Campaign, ns: argparse.Namespace, op: str, **args) -> i
 
 def render_fleet(snap: dict) -> str:
     """The merged snapshot for a person: one line per host, then one per run with its host."""
+    from runner.daemon.fleet import fmt_since
+
     lines = [f"{snap['campaign']['name']}: {len(snap['hosts'])} hosts"]
     for h in snap["hosts"]:
         if not h["reachable"]:
@@ -156,7 +173,7 @@ def cmd_pull(campaign: Campaign, ns: argparse.Namespace) -> int:
     from runner.daemon.fleet_pull import pull_hosts, pull_lines
 
     dest = Path(ns.dest) if ns.dest else campaign.root
-    with Fleet(campaign) as fleet:
+    with _fleet(campaign) as fleet:
         pulls = pull_hosts(fleet, dest)
     for line in pull_lines(pulls):
         print(line)
