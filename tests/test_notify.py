@@ -106,6 +106,30 @@ def test_each_expiry_level_is_sent_once_across_restarts(tmp_path):
     ledger.close()
 
 
+def test_an_expiry_level_is_not_used_up_while_expiry_is_not_among_the_events(tmp_path):
+    """Notifying only rule stops, the warning level passes unsent and unrecorded; with `expiry`
+    added to the events (a runner started again with the edited file) it is sent then."""
+    path = write_campaign(tmp_path / "c", [{"name": "a"}], started_at=time.time() - 3 * 86400 + 3 * 3600)
+    text = path.read_text()
+    add_notify(path, ["json://127.0.0.1:9/x"], events=["rule_stop"])
+    ledger = L.Ledger(tmp_path / "ledger.sqlite")
+    posted: list[Message] = []
+
+    def alerts(c) -> Alerts:
+        n = Notifier(c.notify, sender=lambda url, m: None)
+        n.post = lambda m: posted.append(m) or True  # type: ignore[method-assign]
+        return Alerts(c, ledger, n)
+
+    now = time.time()
+    alerts(load_campaign(path)).tick(now)
+    assert posted == [] and L.last_event(ledger.conn, "expiry_notified") is None
+    path.write_text(text)
+    add_notify(path, ["json://127.0.0.1:9/x"], events=["rule_stop", "expiry"])
+    alerts(load_campaign(path)).tick(now + 1)
+    assert [m.title.rsplit(" ", 1)[-1] for m in posted] == ["warning"]
+    ledger.close()
+
+
 def test_notify_test_reports_each_url(tmp_path, capsys):
     inbox = Inbox()
     try:

@@ -111,6 +111,8 @@ class Alerts:
         clock = read_clock(self.campaign.bundle, now)
         if clock.level not in LEVEL_WORDS or clock.level in self.levels_sent:
             return
+        if not self.notifier.wants(Event.EXPIRY):  # not marked sent: `expiry` added later still gets it
+            return
         self.levels_sent.add(clock.level)
         self.ledger.event("expiry_notified", level=clock.level)
         level, words = LEVEL_WORDS[clock.level]
