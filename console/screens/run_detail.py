@@ -17,6 +17,7 @@ from textual.widgets import Footer, Static
 from console.fmt import as_float, fmt_bytes, fmt_loss, fmt_span
 from console.source import SourceError
 from console.widgets.runs.cells import fmt_amount, hours_unit
+from runner.ledger.states import RuleStatus
 
 
 def config_table(detail: dict) -> Table:
@@ -102,7 +103,7 @@ def rules_table(detail: dict) -> Table:
             text,
             Text(
                 state + (f" ({words})" if value is not None else ""),
-                style={"fired": "bold red", "ok": "green"}.get(state, "yellow"),
+                style="bold red" if state == RuleStatus.FIRED else "green" if state == RuleStatus.OK else "yellow",
             ),
         )
     if not rules:

@@ -36,7 +36,7 @@ from runner.daemon.status_types import (
 from runner.ledger import queries
 from runner.ledger import store as L
 from runner.ledger.records import RunRecord
-from runner.ledger.states import RunState
+from runner.ledger.states import RuleStatus, RunState
 from runner.supervision.line_parsers import empty_match_warning
 
 _frozen_cache: dict[str, tuple[float, dict]] = {}
@@ -89,19 +89,19 @@ def _num(v: Any) -> float | None:
 def rule_states(
     rules: list[Rule], run: RunRecord, metrics: dict[str, dict], prog: dict, ckpts: list[dict], now: float
 ) -> list[RuleState]:
-    """Each frozen rule: "ok", "fired" or "waiting" (not yet judgeable), with the value it judges."""
+    """Each frozen rule: ok, fired or waiting (not yet judgeable), with the value it judges."""
     out = []
     running = run.state == RunState.RUNNING
     started = run.attempt_started_at or run.launched_at
     for r in rules:
-        state, value = "waiting", None
+        state, value = RuleStatus.WAITING, None
         if run.state == RunState.STOPPED and run.stop_rule == r.kind:
-            state, value = "fired", as_number(run.stop_value)
+            state, value = RuleStatus.FIRED, as_number(run.stop_value)
         elif r.kind == "nonfinite":
             m = metrics.get(r.metric or "loss")
             if m is not None and m["value"] is not None:
                 value = m["value"]
-                state = "ok" if math.isfinite(value) else "fired"
+                state = RuleStatus.OK if math.isfinite(value) else RuleStatus.FIRED
         elif r.kind in ("below", "above"):
             m = metrics.get(r.metric or "")
             if m is not None and m["value"] is not None:
@@ -109,26 +109,26 @@ def rule_states(
                 step = m.get("step") or prog.get("last_step") or 0
                 if step >= r.after_step:
                     bad = (value < r.threshold) if r.kind == "below" else (value > r.threshold)
-                    state = "fired" if bad or not math.isfinite(value) else "ok"
+                    state = RuleStatus.FIRED if bad or not math.isfinite(value) else RuleStatus.OK
         elif r.kind == "truncated":
             samples = prog.get("samples") or 0
             if samples > 0:
                 value = (prog.get("truncated") or 0) / samples
-                state = "fired" if value > (r.max_fraction or 0.0) else "ok"
+                state = RuleStatus.FIRED if value > (r.max_fraction or 0.0) else RuleStatus.OK
         elif r.kind == "no_resume_point":
             verified = [c for c in ckpts if c.get("verified")]
             if verified:
-                state, value = "ok", verified[-1].get("step")
+                state, value = RuleStatus.OK, verified[-1].get("step")
             elif running and started and r.within_s:
                 value = r.within_s - (now - started)  # seconds left to save a verified one
-                state = "waiting"
+                state = RuleStatus.WAITING
         elif r.kind == "stalled":
             last = prog.get("last_t") or started
             if running and last and r.within_s:
                 value = now - last
-                state = "ok" if value < r.within_s else "fired"
+                state = RuleStatus.OK if value < r.within_s else RuleStatus.FIRED
             elif not running:
-                state = "ok" if prog.get("lines") else "waiting"
+                state = RuleStatus.OK if prog.get("lines") else RuleStatus.WAITING
         out.append(RuleState(kind=r.kind, text=r.describe(), state=state, value=fin(value)))
     return out
 

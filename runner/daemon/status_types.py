@@ -13,6 +13,8 @@ from typing import Any
 
 import msgspec
 
+from runner.ledger.states import RuleStatus, RunState
+
 Num = float | str | None  # a float, or "nan"/"inf"/"-inf" for the non-finite ones
 
 
@@ -26,7 +28,7 @@ def fin(x: Any) -> Any:
 class RuleState(msgspec.Struct):
     kind: str
     text: str
-    state: str  # "ok" | "fired" | "waiting"
+    state: RuleStatus
     value: Num
 
 
@@ -36,7 +38,7 @@ class RunRow(msgspec.Struct):
     id: str
     variant: str
     category: str
-    state: str
+    state: RunState
     pid: int | None
     step: int | None
     loss: Num

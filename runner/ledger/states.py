@@ -1,5 +1,5 @@
-"""A run's state: the one set of words the ledger's `runs.state` column, the status snapshot, the
-socket replies and the console all use.
+"""A run's state, and a stop rule's, as the one set of words the ledger's `runs.state` column, the
+status snapshot, the socket replies and the console all use.
 
 `RunState` is a `StrEnum`, so a member *is* its string: it compares equal to the text read back
 from SQLite or JSON, and it is written to both as that text. Torch-free and import-free, so the
@@ -38,3 +38,11 @@ PENDING_STATES: frozenset[RunState] = frozenset({RunState.QUEUED, RunState.RUNNI
 ENDED_WITH_REASON: frozenset[RunState] = TERMINAL_STATES - {RunState.FINISHED}
 #: States a person may resume from the console.
 RESUMABLE_STATES: frozenset[RunState] = frozenset({RunState.STOPPED, RunState.FAILED, RunState.ABORTED})
+
+
+class RuleStatus(StrEnum):
+    """Where one stop rule stands on one run (the snapshot's `rules[].state`)."""
+
+    WAITING = "waiting"  # nothing to judge yet (no metric, before `after_step`, no checkpoint yet)
+    OK = "ok"
+    FIRED = "fired"  # it stopped the run

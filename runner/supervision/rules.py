@@ -20,6 +20,7 @@ from runner.campaign.durations import parse_duration
 from runner.campaign.errors import CampaignError
 from runner.campaign.numbers import metric_number
 from runner.campaign.objects import RULE_KEYS, RULE_KINDS, Rule
+from runner.ledger.states import RuleStatus
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class _RuleJudge:
     def __init__(self, rule: Rule, table: dict, started_at: float) -> None:
         self.rule = rule
         self.table = table
-        self.state = "waiting"
+        self.state = RuleStatus.WAITING
         self.value: float | None = None
         self.started_at = started_at
         self.truncated = 0.0
@@ -150,7 +151,7 @@ class Judge:
         self._truncation = [j for j in self.rules if j.rule.kind == "truncated"]
         self._timed = [j for j in self.rules if j.rule.kind in ("stalled", "no_resume_point")]
         for j in self._timed:
-            j.state = "ok" if j.rule.kind == "stalled" else "waiting"
+            j.state = RuleStatus.OK if j.rule.kind == "stalled" else RuleStatus.WAITING
 
     # -- inputs -------------------------------------------------------------------------------
     def feed(self, rec: dict, now: float | None = None) -> Verdict | None:
@@ -189,8 +190,8 @@ class Judge:
         """A checkpoint of this run reloaded in a fresh process: a resume point exists."""
         t = time.time() if t is None else t
         for j in self._timed:
-            if j.rule.kind == "no_resume_point" and j.state != "fired":
-                j.state = "ok"
+            if j.rule.kind == "no_resume_point" and j.state != RuleStatus.FIRED:
+                j.state = RuleStatus.OK
                 j.verified_at = t
                 j.value = round(t - self.started_at, 3)
 
@@ -245,7 +246,7 @@ class Judge:
             j.value = value
             if not math.isfinite(value):
                 return self._fire(j, name, value, now, f"{name} is {_fmt(value)}{_at_step(self.step)}")
-            j.state = "ok"
+            j.state = RuleStatus.OK
             return None
         if self.step is None or self.step < j.rule.after_step:
             j.value = value
@@ -265,7 +266,7 @@ class Judge:
                 f"{name} = {_fmt(value)} is {word} "
                 f"{threshold:g}{_at_step(self.step)} (judged from step {j.rule.after_step})",
             )
-        j.state = "ok"
+        j.state = RuleStatus.OK
         return None
 
     def _judge_truncation(self, rec: dict, now: float) -> Verdict | None:
@@ -287,11 +288,11 @@ class Judge:
                     now,
                     f"{j.truncated:g} of {j.samples:g} inputs truncated ({frac:.2%}), limit {limit:.2%}",
                 )
-            j.state = "ok"
+            j.state = RuleStatus.OK
         return None
 
     def _fire(self, j: _RuleJudge, metric: str | None, value: float, now: float, reason: str) -> Verdict:
-        j.state = "fired"
+        j.state = RuleStatus.FIRED
         j.value = value
         self.verdict = Verdict(
             rule=j.table, kind=j.rule.kind, metric=metric, value=value, step=self.step, at=now, reason=reason

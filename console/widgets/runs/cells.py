@@ -12,7 +12,7 @@ import math
 from rich.text import Text
 
 from console.fmt import as_float, fmt_loss, format_duration
-from runner.ledger.states import ACTIVE_STATES, ENDED_WITH_REASON, RunState
+from runner.ledger.states import ACTIVE_STATES, ENDED_WITH_REASON, RuleStatus, RunState
 
 STATE_STYLE: dict[str, str] = {
     RunState.RUNNING: "bold green",
@@ -155,7 +155,7 @@ def rules_cell(run: dict) -> Text:
         reason = run.get("stop_reason") or run.get("stop_rule")
         return Text(f"✗ {reason}", style="bold red" if state == RunState.STOPPED else "yellow")
     rules = run.get("rules") or []
-    fired = [r for r in rules if r.get("state") == "fired"]
+    fired = [r for r in rules if r.get("state") == RuleStatus.FIRED]
     if fired:
         r = fired[0]
         value = r.get("value")
@@ -166,7 +166,7 @@ def rules_cell(run: dict) -> Text:
         return Text("-", style="dim")
     if state == RunState.QUEUED:  # nothing to judge before it runs
         return Text(f"{len(rules)} rule{'' if len(rules) == 1 else 's'}", style="dim")
-    waiting = sum(1 for r in rules if r.get("state") == "waiting")
+    waiting = sum(1 for r in rules if r.get("state") == RuleStatus.WAITING)
     ok = len(rules) - waiting
     return Text(f"{ok}/{len(rules)} ok" + (f", {waiting} wait" if waiting else ""), style="green")
 
