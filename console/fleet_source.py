@@ -18,12 +18,16 @@ from typing import Any
 from console.source import SourceDown, SourceError, StatusUpdate
 
 
-def console_snapshot(merged: dict) -> dict:
-    """A merged `status --json` from the user's side, in the single-host snapshot's shape."""
+def console_run(run: dict) -> dict:
+    """A host's run (tagged with its host and key) as a row of the console: its id is `HOST/RUN`."""
+    return {**run, "id": run.get("key") or f"{run.get('host')}/{run.get('id')}", "run_dir": None}
+
+
+def console_head(merged: dict) -> dict:
+    """The campaign-wide parts of a merged status, in the single-host snapshot's shape (no runs)."""
     hosts = merged.get("hosts") or []
     with_bundle = [h for h in hosts if h.get("bundle")]
     urgent = min(with_bundle, key=lambda h: h["bundle"].get("remaining_seconds") or math.inf, default=None)
-    runs = [{**r, "id": r.get("key") or f"{r.get('host')}/{r.get('id')}", "run_dir": None} for r in merged["runs"]]
     gpus = [{**g, "host": h["host"]} for h in hosts for g in (h.get("gpus") or [])]
     queue = [f"{h['host']}/{v}" for h in hosts for v in (h.get("queue") or [])]
     answering = [h for h in hosts if h.get("runner")]
@@ -34,7 +38,6 @@ def console_snapshot(merged: dict) -> dict:
         if urgent
         else {},
         "hosts": hosts,
-        "runs": runs,
         "gpus": gpus,
         "queue": queue,
         "runner": {"hosts": len(answering)} if answering else None,
@@ -42,29 +45,62 @@ def console_snapshot(merged: dict) -> dict:
     }
 
 
+def console_snapshot(merged: dict) -> dict:
+    """A merged `status --json` from the user's side, in the single-host snapshot's shape."""
+    return {**console_head(merged), "runs": [console_run(r) for r in merged["runs"]]}
+
+
 class FleetSource:
-    """Every declared host of `campaign`, polled together; one call at a time."""
+    """Every declared host of `campaign`, polled together; one call at a time. After the first
+    poll each host sends only what changed (`runner.daemon.fleet_poll`), and the console gets the
+    changed runs as it does from one runner's deltas."""
 
     def __init__(self, campaign: Any) -> None:
         from runner.daemon.fleet import Fleet
+        from runner.daemon.fleet_poll import FleetPoller
 
         self.fleet = Fleet(campaign)
+        self.poller = FleetPoller(self.fleet)
         self.description = f"{len(campaign.hosts)} hosts of {campaign.name}"
         self._lock = threading.Lock()
+        self._runs: list[dict] = []  # the console's rows, in the merged order
+        self._index: dict[str, int] = {}  # row id (HOST/RUN) -> position in _runs
 
-    def _status(self) -> dict:
+    def _poll(self) -> StatusUpdate:
         with self._lock:
-            return console_snapshot(self.fleet.status())
+            poll = self.poller.poll()
+        snap = console_head(poll.head)
+        if poll.runs is not None:  # taken whole: the first poll, or a host went, came or restarted
+            self._runs = [console_run(r) for r in poll.runs]
+            self._index = {r["id"]: i for i, r in enumerate(self._runs)}
+            return StatusUpdate({**snap, "runs": self._runs}, None)
+        changed = [console_run(r) for r in poll.changed]
+        for row in changed:
+            pos = self._index.get(row["id"])
+            if pos is None:
+                self._index[row["id"]] = len(self._runs)
+                self._runs.append(row)
+            else:
+                self._runs[pos] = row
+        return StatusUpdate({**snap, "runs": self._runs}, changed)
 
-    async def status(self) -> dict:
-        snap = await asyncio.to_thread(self._status)
+    @staticmethod
+    def _check(snap: dict) -> None:
         if snap["runner"] is None and snap["hosts"]:
             raise SourceDown("no host's runner answers: " + "; ".join(str(h.get("error")) for h in snap["hosts"]))
-        return snap
+
+    async def status(self) -> dict:
+        """Every host's state, whole (the first poll; later ones bring it up to date)."""
+        update = await asyncio.to_thread(self._poll)
+        self._check(update.snapshot)
+        return update.snapshot
 
     async def update(self) -> StatusUpdate:
-        """Every host's snapshot, whole, each time (deltas across SSH are not done yet)."""
-        return StatusUpdate(await self.status(), None)
+        """What changed on every host since the last poll (whole the first time, and whenever a
+        host goes, comes back or restarts its runner)."""
+        update = await asyncio.to_thread(self._poll)
+        self._check(update.snapshot)
+        return update
 
     def _request(self, op: str, args: dict[str, Any]) -> Any:
         from runner.campaign.errors import CampaignError, RunnerUnavailable

@@ -18,6 +18,7 @@ from helpers_netns import NsHosts, why_no_netns
 from runner.campaign.model import load_campaign
 from runner.cli import main as cli_main
 from runner.daemon.fleet import Fleet
+from runner.daemon.fleet_poll import FleetPoller
 from tests.helpers_report import _template_checkpoint
 from tests.helpers_runner import STEPS_SCRIPT, write_campaign
 
@@ -125,9 +126,17 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
     wait(lambda: planted_step(status(capsys)) >= 10, 30, "the planted run's steps")
     live = Fleet(load_campaign(LOCAL))  # what the console keeps: its connections live across polls
     assert all(h["reachable"] for h in live.status()["hosts"])
+    # the console's poll: each host whole once, then only the runs that changed, through sshd
+    poller = FleetPoller(live)
+    first = poller.poll()
+    assert first.runs is not None and {r["key"] for r in first.runs} == set(runs(snap))
+    moved = wait(lambda: (p := poller.poll()).runs is None and p.changed and p, 10, "a poll of changes only")
+    assert {r["variant"] for r in moved.changed} <= {"control", "treat", "planted"} and len(moved.changed) <= 3
     hosts["b"].partition()
     t_cut = time.time()
     assert [h["host"] for h in live.status()["hosts"] if not h["reachable"]] == ["b"]
+    cut = poller.poll()  # b's runs leave the list: the poll is whole
+    assert cut.runs is not None and {r["host"] for r in cut.runs} == {"a"}
     snap = status(capsys)
     hb = next(h for h in snap["hosts"] if h["host"] == "b")
     assert hb["reachable"] is False and t_cut - 1 <= hb["unreachable_since"] <= time.time()
@@ -144,6 +153,8 @@ def test_two_hosts_from_the_users_side(hosts, tmp_path, capsys, monkeypatch):
         lambda: (s := status(capsys)) and all(h["reachable"] for h in s["hosts"]) and s, 30, "b to answer again"
     )
     assert all(h["reachable"] for h in live.status()["hosts"])  # the same connections, made again
+    healed = poller.poll()
+    assert healed.runs is not None and {r["host"] for r in healed.runs} == {"a", "b"}
     live.close()
     planted = next(r for r in snap["runs"] if r["variant"] == "planted")
     assert planted["state"] == "stopped" and planted["stop_rule"] == "nonfinite", planted

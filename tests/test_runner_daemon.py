@@ -487,3 +487,32 @@ def test_resume_after_a_lost_supervisor_starts_from_the_orphans_last_save(camp):
     assert launch["resume_from"] == str(newest)
     assert json.loads(newest.with_name(newest.stem + ".verify.json").read_text())["verified"] is True
     client.request(c, "abort", run=rid, reason="done")
+
+
+def test_status_since_a_seq_sends_what_changed_and_a_restart_sends_it_whole(camp):
+    """What a poller over SSH asks (`runner.daemon.fleet_poll`): given the `seq` and `epoch` of a
+    snapshot it holds, the runner answers with the runs changed since (none once they have ended);
+    another runner's epoch, no epoch, or a seq it never reached get the whole snapshot."""
+    write_campaign(camp, [{"name": "a", "n": 30, "delay": 0.02}, {"name": "b", "n": 5}], phase=["a", "b"])
+    c = load_campaign(camp)
+    control.up(c)
+    whole = client.request(c, "status")
+    assert whole["epoch"] and "since" not in whole
+    wait_for(
+        lambda: all(r["state"] == "finished" for r in client.request(c, "status")["runs"]) or None, 60, "both runs"
+    )
+    delta = client.request(c, "status", since=whole["seq"], epoch=whole["epoch"])
+    assert delta["since"] == whole["seq"] and delta["epoch"] == whole["epoch"]
+    assert {r["state"] for r in delta["runs"]} == {"finished"}  # each run's last change
+    idle = client.request(c, "status", since=delta["seq"], epoch=delta["epoch"])
+    assert idle["runs"] == [] and idle["seq"] == delta["seq"] and idle["bundle"]["gpu"]  # the head, still current
+    for args in (
+        {"since": delta["seq"], "epoch": "another"},
+        {"since": delta["seq"]},
+        {"since": 10**9, "epoch": idle["epoch"]},
+    ):
+        assert "since" not in client.request(c, "status", **args)  # whole
+    control.down(c)
+    control.up(c)
+    again = client.request(c, "status", since=delta["seq"], epoch=delta["epoch"])
+    assert "since" not in again and again["epoch"] != delta["epoch"] and len(again["runs"]) == 2

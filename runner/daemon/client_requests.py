@@ -28,7 +28,7 @@ from runner.daemon.leaving import Leaving
 from runner.daemon.manager_state import RequestError
 from runner.daemon.runview import RunView
 from runner.daemon.status import frozen_config
-from runner.daemon.status_types import Snapshot
+from runner.daemon.status_types import Delta, Snapshot
 from runner.ledger import store as L
 from runner.ledger.records import RunRecord
 from runner.ledger.states import RunState
@@ -80,6 +80,18 @@ class ClientRequests:
     def snapshot(self) -> Snapshot:
         self.view.refresh()
         return self.view.snapshot()
+
+    def status_since(self, since: Any, epoch: Any) -> Snapshot | Delta:
+        """`status`: the complete snapshot; given the `seq` and `epoch` of one this runner sent,
+        what changed since (a poller over SSH pays for what changed, not for every run). Anything
+        else (no `since`, another runner's epoch, a `seq` it never reached) gets the snapshot."""
+        self.view.refresh()
+        view = self.view
+        if type(since) is int and isinstance(epoch, str) and epoch == view.epoch and 0 <= since <= view.seq:
+            delta = view.delta(since, always=True)
+            assert delta is not None  # `always`
+            return delta
+        return view.snapshot()
 
     def _send(self, writer: asyncio.StreamWriter, msg: Any) -> None:
         """One protocol message (a struct of runner.daemon.protocol, or a plain dict)."""
@@ -183,7 +195,7 @@ class ClientRequests:
         if op == "ping":
             return {"pong": True, "pid": os.getpid(), "version": __version__}
         if op == "status":
-            return self.snapshot()
+            return self.status_since(args.get("since"), args.get("epoch"))
         if op == "subscribe":
             self.subscribers[writer] = 0
             return {"subscribed": True}

@@ -38,6 +38,15 @@ REQUEST_TIMEOUT_S = 10.0
 LINK_OPTIONS = ("-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3")
 
 
+# the parts of a host's snapshot its entry in `hosts` carries
+HOST_KEYS = ("runner", "bundle", "gpus", "slots", "queue", "nvml_error")
+
+
+def tagged(host: str, run: dict[str, Any]) -> dict[str, Any]:
+    """A host's run as the merged status lists it: with its `host` and `key` (`host/id`)."""
+    return {**run, "host": host, "key": f"{host}/{run['id']}"}
+
+
 class HostUnreachable(Exception):
     """A host did not answer over SSH; the message says which, since when and why."""
 
@@ -299,23 +308,28 @@ class Fleet:
         }
 
     def _host_status(self, name: str) -> tuple[dict[str, Any], list[dict]]:
+        entry, snap = self.host_status(name)
+        return entry, [tagged(name, run) for run in (snap or {}).get("runs") or []]
+
+    def host_status(self, name: str, **args: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Host `name`'s entry of `hosts` (reachability; bundle, GPUs, slots, queue and runner when
+        its runner answers) and the runner's `status` reply (`args`: `since` and `epoch` ask for
+        what changed), or None when none came."""
         link = self.links[name]
-        runs: list[dict] = []
         entry: dict[str, Any] = {"host": name, "ssh": link.host.ssh, "dir": link.host.dir}
         try:
-            snap = self.request(name, "status")
+            snap = self.request(name, "status", **args)
         except HostUnreachable as exc:
             st = self.state(name)
             entry.update(reachable=False, unreachable_since=st.since, error=str(exc), runner=None)
+            return entry, None
         except (RunnerUnavailable, CampaignError) as exc:
             entry.update(reachable=True, unreachable_since=None, error=str(exc), runner=None)
-        else:
-            entry.update(reachable=True, unreachable_since=None, error=None)
-            for key in ("runner", "bundle", "gpus", "slots", "queue", "nvml_error"):
-                entry[key] = snap.get(key)
-            for run in snap.get("runs") or []:
-                runs.append({**run, "host": name, "key": f"{name}/{run['id']}"})
-        return entry, runs
+            return entry, None
+        entry.update(reachable=True, unreachable_since=None, error=None)
+        for key in HOST_KEYS:
+            entry[key] = snap.get(key)
+        return entry, snap
 
     def start(self, variant: str) -> tuple[str, Any]:
         """Start `variant` on the host it is placed on; refused (HostUnreachable) when that host

@@ -12,6 +12,7 @@ every run: it is what was asked for.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import time
 from collections import OrderedDict
@@ -68,6 +69,7 @@ class RunView:
         self._slots = slots or (lambda: {})
         self.clock = clock
         self.seq = 0
+        self.epoch = secrets.token_hex(6)  # a restarted runner counts `seq` anew: a new mark
         self.rows: dict[str, RunRow] = {}  # run id -> row, in the ledger's order
         self.pos: dict[str, int] = {}  # run id -> its place in that order
         self.inputs: dict[str, Inputs] = {}
@@ -230,9 +232,10 @@ class RunView:
         ids.sort(key=self.pos.__getitem__)
         return [self.rows[rid] for rid in ids]
 
-    def delta(self, since: int) -> Delta | None:
-        """What a subscriber that has seen `since` lacks; None when it lacks nothing."""
-        if since >= self.seq:
+    def delta(self, since: int, *, always: bool = False) -> Delta | None:
+        """What a subscriber that has seen `since` lacks; None when it lacks nothing (`always`: a
+        delta without runs then, for a poller that asked and waits for an answer)."""
+        if since >= self.seq and not always:
             return None
         gpus, nvml_error, slots, runner, queue, pilot, events, retrieval, _ = self.head
         return Delta(
@@ -250,6 +253,7 @@ class RunView:
             events=events,
             retrieval=retrieval,
             variants=self.variants if self.variants_seq > since else None,
+            epoch=self.epoch,
         )
 
     def snapshot(self) -> Snapshot:
@@ -270,6 +274,7 @@ class RunView:
             events=events,
             retrieval=retrieval,
             seq=self.seq,
+            epoch=self.epoch,
         )
 
     def row(self, run_id: str) -> RunRow | None:

@@ -119,6 +119,8 @@ class Snapshot(msgspec.Struct, omit_defaults=True):
     retrieval: Any  # the last verified `campaign pull` (null: not yet)
     seq: int = 0  # the runner's change counter this snapshot is current to (0: read offline)
     runner_error: str | None = None  # only when no runner answered
+    # this runner process's mark: a `seq` means something only to the runner that gave it ("": offline)
+    epoch: str = ""
 
 
 class Delta(msgspec.Struct, omit_defaults=True):
@@ -139,6 +141,7 @@ class Delta(msgspec.Struct, omit_defaults=True):
     events: list[dict[str, Any]]
     retrieval: Any
     variants: list[VariantInfo] | None = None
+    epoch: str = ""  # as in Snapshot
 
 
 def apply_delta(state: dict[str, Any], index: dict[str, int], delta: dict[str, Any]) -> list[str]:
