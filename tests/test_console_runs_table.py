@@ -194,3 +194,30 @@ async def test_an_idle_tick_repaints_nothing_and_a_new_step_renders_one_cell(tmp
         # ... and the screen shows the new step on that row, the other rows as they were
         row_line = next(line for line in screen_text(app).splitlines() if "x3-8be01d47" in line)
         assert "1,211" in row_line
+
+
+def test_the_datatable_internals_the_runs_table_relies_on_are_there():
+    """RunsTable keeps rendered cells and repaints one row by overriding DataTable internals (there
+    is no public way): a Textual release that renames them fails here, by name, instead of quietly
+    repainting the whole table every second again."""
+    import inspect
+
+    from textual.widgets import DataTable
+
+    table = DataTable()
+    for name in (
+        "_data",
+        "_update_count",
+        "_row_locations",
+        "_column_locations",
+        "_header_row_key",
+        "_show_hover_cursor",
+        "_y_offsets",
+        "_refresh_region",
+        "_render_cell",
+        "_clear_caches",
+    ):
+        assert hasattr(DataTable, name) or hasattr(table, name), f"DataTable.{name} is gone"
+    params = list(inspect.signature(DataTable._render_cell).parameters)
+    assert params == ["self", "row_index", "column_index", "base_style", "width", "cursor", "hover"]
+    assert "self._update_count" in inspect.getsource(DataTable._render_line)  # the cache key it bumps
