@@ -5,7 +5,9 @@ and made again after a partition).
 Its snapshot has the shape the console already draws: the runs of every host, each named
 `HOST/RUN`; the bundle of the host whose window ends first in the header; and `hosts`, one
 entry per host (bundle, GPUs, slots, or unreachable since when) for the hosts panel. Actions go
-to the run's host; one sent to a host that does not answer is refused with the reason.
+to the run's host; one sent to a host that does not answer is refused with the reason. After the
+first poll each host sends only what changed (`runner.daemon.fleet_poll`), and the console is handed
+the changed runs, as from one runner's deltas.
 """
 
 from __future__ import annotations

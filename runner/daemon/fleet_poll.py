@@ -50,9 +50,12 @@ class _HostPoll:
 
 
 class FleetPoller:
+    """The hosts of one `Fleet`, polled together; each host's state held between polls."""
+
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.held: dict[str, HostHeld] = {}
+        self.placement = placement(fleet.campaign)  # the campaign's, fixed: not laid out each second
 
     def poll(self) -> FleetPoll:
         names = list(self.fleet.links)
@@ -65,7 +68,7 @@ class FleetPoller:
             "now": time.time(),
             "campaign": {"name": c.name, "question": c.question, "root": str(c.root), "file": str(c.path)},
             "hosts": [p.entry for p, _ in polls],
-            "placement": placement(c),
+            "placement": self.placement,
         }
         if any(p.whole for p, _ in polls):
             runs = [tagged(name, run) for name, held in self.held.items() for run in held.state.get("runs") or []]
