@@ -195,3 +195,43 @@ def test_no_pilot_decision_is_asked_for_once_the_wrap_up_has_started(tmp_path):
     alerts(False).tick()
     assert [m.title for m in posted] == [f"[{camp.name}] pilot decision waiting"]
     ledger.close()
+
+
+def test_a_wait_shorter_than_the_checks_still_tells_the_user_and_a_decision_ends_the_checks(tmp_path, monkeypatch):
+    """With `[pilot] wait` under the 5 s between checks the runner may continue before the waiting
+    notice goes out: the user is told it continued without them. Once a decision is recorded the
+    pilot's status (it reads every run) is not computed again."""
+    from runner.closing import pilot
+    from tests.helpers_report import add_run, make_campaign
+
+    camp = make_campaign(tmp_path / "camp")
+    add_notify(camp.path, ["json://127.0.0.1:9/x"], events=["pilot_waiting"])
+    camp = load_campaign(camp.root)
+    ledger = L.Ledger(camp.state_dir / "ledger.sqlite")
+    for name, h in (("control", "11111111"), ("rank16", "22222222"), ("rank64", "33333333")):
+        add_run(ledger.conn, camp, name, config_hash=h, state="running")
+    posted: list[Message] = []
+    n = Notifier(camp.notify, sender=lambda url, m: None)
+    n.post = lambda m: posted.append(m) or True  # type: ignore[method-assign]
+    a = Alerts(camp, ledger, n)
+    ledger.listeners.append(a.on_event)
+    calls: list[float] = []
+    status = pilot.pilot_status
+    monkeypatch.setattr(pilot, "pilot_status", lambda *args, **kw: calls.append(1) or status(*args, **kw))
+
+    out = pilot.continue_after_wait(camp, ledger.conn)  # the runner's own decision, as launcher.py records it
+    ledger.announce(
+        {"t": out["t"], "run_id": None, "kind": "decision", "choice": "continue"}
+        | {"how": out["how"], "note": out["note"]}
+    )
+    assert [m.title for m in posted] == [f"[{camp.name}] pilot over: continued without a decision"]
+    assert "no decision within" in posted[0].body
+    now = time.time()
+    for i in range(3):
+        a.tick(now + 10 * i)
+    assert calls == [] and len(posted) == 1  # decided: nothing more to ask, nothing more read
+    restarted = Alerts(camp, ledger, n)  # after a restart: one look, then no more
+    for i in range(3):
+        restarted.tick(now + 10 * i)
+    assert len(calls) <= 1 and len(posted) == 1
+    ledger.close()

@@ -18,6 +18,7 @@ from runner.campaign.objects import Campaign
 from runner.daemon.notify import Event, Level, Message, Notifier
 from runner.ledger import queries
 from runner.ledger import store as L
+from runner.ledger.pilot_rows import DecidedHow
 
 PILOT_CHECK_S = 5.0
 LEVEL_WORDS = {
@@ -50,6 +51,9 @@ class Alerts:
             str(e.get("level")) for e in queries.events_of(conn, ("expiry_notified",))
         }  # each level once, whatever restarts
         self.pilot_sent = L.last_event(conn, "pilot_waiting_notified") is not None
+        # a decision is recorded: nothing to ask for, and the pilot's status (it reads every run) is
+        # not computed again every few seconds for the rest of the rental
+        self.pilot_decided = False
         self._next_pilot_check = 0.0
 
     def _post(self, event: Event, title: str, body: str, level: Level = Level.INFO) -> bool:
@@ -74,6 +78,8 @@ class Alerts:
                 f"{ev.get('files')} files, {ev.get('bytes')} bytes arrived intact on {ev.get('to')}",
                 Level.SUCCESS,
             )
+        elif kind == "decision" and ev.get("how"):  # a pilot decision (the wrap-up's has no `how`)
+            self._pilot_decided(ev)
         elif kind == "wrap_up_started":
             self._post(
                 Event.WRAP_UP,
@@ -134,14 +140,37 @@ class Alerts:
             body += f"; on your machine: campaign pull {flag}{shlex.quote(f'{self.host}:{self.campaign.root}')}"
         self._post(Event.EXPIRY, f"rental {clock.level}", body, level)
 
+    def _pilot_decided(self, ev: dict) -> None:
+        """A pilot decision was recorded. One the wait made (`how` wait_ended), before the waiting
+        notice went out (a wait shorter than the checks), is said instead: the user learns the runner
+        went on without them."""
+        self.pilot_decided = True
+        if ev.get("how") != DecidedHow.WAIT_ENDED or self.pilot_sent or self.wrapping_up():
+            return
+        if not self.notifier.wants(Event.PILOT_WAITING):
+            return
+        self.pilot_sent = True
+        self.ledger.event("pilot_waiting_notified")
+        self._post(
+            Event.PILOT_WAITING,
+            "pilot over: continued without a decision",
+            f"{ev.get('note') or 'no decision came in time: continued'}; the plan goes on as frozen",
+            Level.WARNING,
+        )
+
     def _pilot(self) -> None:
-        if self.pilot_sent or not self.notifier.wants(Event.PILOT_WAITING) or self.wrapping_up():
+        if self.pilot_sent or self.pilot_decided or not self.notifier.wants(Event.PILOT_WAITING):
+            return
+        if self.wrapping_up():
             return
         try:
             from runner.closing.pilot import pilot_status
 
             status: Any = pilot_status(self.campaign, self.ledger.conn)
         except Exception:
+            return
+        if isinstance(status, dict) and status.get("state") == "decided":
+            self.pilot_decided = True
             return
         if isinstance(status, dict) and status.get("state") == "awaiting_decision":
             self.pilot_sent = True
