@@ -67,9 +67,9 @@ def cmd_status(campaign: Campaign, ns: argparse.Namespace) -> int:
     with _fleet(campaign) as fleet:
         snap = fleet.status()
     if getattr(ns, "json", False):  # the hosts' "nan" strings (socket form) as null + `<key>_nonfinite`
-        from runner.campaign.json_numbers import json_ready
+        from runner.daemon.status_json import status_ready
 
-        print(json.dumps(json_ready(snap, texts=True), indent=1, allow_nan=False))
+        print(json.dumps(status_ready(snap), indent=1, allow_nan=False))
     else:
         print(render_fleet(snap))
     return 0
