@@ -25,6 +25,7 @@ NUMBER_FIELDS: tuple[str, ...] = tuple(
     for f in msgspec.structs.fields(RunRow)
     if f.type == Num or f.type is Any or f.type is float or float in typing.get_args(f.type)
 )
+_NUMBER_KEYS = frozenset(NUMBER_FIELDS)
 
 
 def _row_has_word(row: dict[str, Any]) -> bool:
@@ -57,7 +58,7 @@ def run_row_ready(row: dict[str, Any]) -> dict[str, Any]:
     has none: most rows, and every one of a campaign whose losses never diverged)."""
     if not _row_has_word(row):
         return row
-    out = _flagged(row, frozenset(NUMBER_FIELDS))
+    out = _flagged(row, _NUMBER_KEYS)
     if type(row.get("metrics")) is dict:
         out["metrics"] = _flagged(row["metrics"], frozenset(row["metrics"]))
     if type(row.get("rules")) is list:
