@@ -1,5 +1,5 @@
 """A Lightning script as users write it (LightningModule, Trainer, ModelCheckpoint saving `.ckpt`
-files into the run folder) under the real runner: followed through the opt-in campaign_train
+files into a folder of the run's, or into Lightning's own `lightning_logs/version_N/checkpoints`) under the real runner: followed through the opt-in campaign_train
 callback, its `.ckpt` files graded by the supervisor through `checkpoint_glob`, a SIGKILL of the
 training process, and `campaign resume` from the newest verified `.ckpt`, which the runner hands
 to the script as CAMPAIGN_RESUME_FROM and the script passes to `fit(ckpt_path=...)`."""
@@ -52,27 +52,42 @@ class Tiny(L.LightningModule):
 torch.manual_seed(0)
 data = torch.utils.data.TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
 loader = torch.utils.data.DataLoader(data, batch_size=8)
-saver = ModelCheckpoint(dirpath=sys.argv[1], filename="step-{step}", auto_insert_metric_name=False,
-                        every_n_train_steps=20, save_top_k=-1)
+if sys.argv[1] == "default":  # Lightning's own layout: <root>/lightning_logs/version_N/checkpoints/
+    saver = ModelCheckpoint(filename="step-{step}", auto_insert_metric_name=False,
+                            every_n_train_steps=20, save_top_k=-1)
+    where = {"default_root_dir": os.environ["CAMPAIGN_RUN_DIR"]}  # as the README's snippet has it
+else:  # a folder of the user's own
+    saver = ModelCheckpoint(dirpath=sys.argv[1], filename="step-{step}", auto_insert_metric_name=False,
+                            every_n_train_steps=20, save_top_k=-1)
+    where = {"logger": False}
 print("resuming from", resume if resume else "nothing: a fresh start", flush=True)
-trainer = L.Trainer(max_steps=MAX_STEPS, accelerator="cpu", logger=False, enable_progress_bar=False,
-                    enable_model_summary=False, callbacks=[saver, campaign_callback()])
+trainer = L.Trainer(max_steps=MAX_STEPS, accelerator="cpu", enable_progress_bar=False,
+                    enable_model_summary=False, callbacks=[saver, campaign_callback()], **where)
 trainer.fit(Tiny(), loader, ckpt_path=resume)
 """.replace("MAX_STEPS", str(MAX_STEPS))
 
 
+# (the script's argument, checkpoint_glob, where the first attempt's .ckpt files land under run_dir)
+LAYOUTS = {
+    "own folder": ("{run_dir}/out", "{run_dir}/out/*.ckpt", "out"),
+    "lightning_logs": ("default", "{run_dir}/lightning_logs/**/*.ckpt", "lightning_logs/version_0/checkpoints"),
+}
+
+
 @pytest.mark.slow
-def test_lightning_run_killed_and_resumed_from_its_verified_ckpt_under_the_runner(tmp_path, monkeypatch):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_lightning_run_killed_and_resumed_from_its_verified_ckpt_under_the_runner(tmp_path, monkeypatch, layout):
     monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
     root = tmp_path / "camp"
-    extra = 'checkpoint_glob = "{run_dir}/out/*.ckpt"\n'
+    arg, glob, first_dir = LAYOUTS[layout]
+    extra = f'checkpoint_glob = "{glob}"\n'
     rules = '[[rule]]\nkind = "nonfinite"\nmetric = "loss"\n[[rule]]\nkind = "no_resume_point"\nwithin = "2m"\n'
     write_campaign(root, [{"name": "pl", "extra": extra}], rules=rules)
     (root / "train_pl.py").write_text(LIGHTNING_SCRIPT)
     text = (root / "campaign.toml").read_text()
     old = f'"{sys.executable}", "steps.py", "20", "0.05"]'
     assert old in text
-    (root / "campaign.toml").write_text(text.replace(old, f'"{sys.executable}", "train_pl.py", "{{run_dir}}/out"]'))
+    (root / "campaign.toml").write_text(text.replace(old, f'"{sys.executable}", "train_pl.py", "{arg}"]'))
     c = load_campaign(root)
     try:
         control.up(c)
@@ -102,7 +117,7 @@ def test_lightning_run_killed_and_resumed_from_its_verified_ckpt_under_the_runne
         # resumed from the newest verified .ckpt of the first attempt, not from step 0
         launch = json.loads((run_dir / "launch.json").read_text())
         resume_from = Path(launch["resume_from"])
-        assert launch["attempt"] == 2 and resume_from.parent == run_dir / "out" and resume_from.suffix == ".ckpt"
+        assert launch["attempt"] == 2 and resume_from.parent == run_dir / first_dir and resume_from.suffix == ".ckpt"
         first = json.loads((resume_from.with_name(resume_from.stem + ".verify.json")).read_text())
         assert first["verified"] and first["step"] > 0
         assert f"resuming from {resume_from}" in (run_dir / "output.log").read_text()
@@ -115,7 +130,10 @@ def test_lightning_run_killed_and_resumed_from_its_verified_ckpt_under_the_runne
 
         # every .ckpt graded the same by the supervisor: weights and optimizer (no RNG state,
         # a plain DataLoader's position is not saved); the ledger holds the supervisor's grade
-        recs = {p.name: json.loads(p.read_text()) for p in (run_dir / "out").glob("*.verify.json")}
+        ckpts = [p for p in run_dir.glob(glob.removeprefix("{run_dir}/")) if p.suffix == ".ckpt"]
+        recs = {p.name: json.loads(p.with_name(p.stem + ".verify.json").read_text()) for p in ckpts}
+        if layout == "lightning_logs":  # the resumed attempt logs into a new version folder
+            assert {p.parent.parent.name for p in ckpts} == {"version_0", "version_1"}
         assert recs and all(r["verified"] and r["grade"] == "weights+optimizer" for r in recs.values()), recs
         assert max(r["step"] for r in recs.values()) == MAX_STEPS
         conn = L.connect(paths_for(c).ledger, readonly=True)
@@ -123,7 +141,7 @@ def test_lightning_run_killed_and_resumed_from_its_verified_ckpt_under_the_runne
         conn.close()
         by_path = {Path(r["path"]).stem: r for r in rows}
         for name, rec in recs.items():
-            row = by_path[name.removesuffix(".verify.json")]
+            row = by_path[name.removesuffix(".ckpt")]
             assert row["verified"] == 1 and row["grade"] == rec["grade"] and row["step"] == rec["step"]
     finally:
         control.down(c, abort_runs=True, timeout=40)
