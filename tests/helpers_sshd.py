@@ -9,8 +9,11 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +98,40 @@ def _user() -> str:
     import getpass
 
     return getpass.getuser()
+
+
+@contextmanager
+def served_campaign(
+    base: Path, variants: list[dict], *, until: str = "finished", steps_extra: str = ""
+) -> Iterator[tuple[SshServer, Any]]:
+    """sshd on loopback and a real runner (one slot) on a campaign of `variants` under `base`, once
+    a run is `until` ("finished": and listed in the output manifest; or "running"); `steps_extra`
+    is appended to the runs' script. Both stopped, and every process under `base` killed, after."""
+    from runner.campaign.model import load_campaign
+    from runner.daemon import client, control
+    from tests.helpers_runner import kill_processes_under, wait_for, write_campaign
+
+    server = start_sshd(base / "sshd")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CAMPAIGN_SLOTS", "1")
+    root = base / "camp"
+    write_campaign(root, variants)
+    if steps_extra:
+        script = root / "steps.py"
+        script.write_text(script.read_text() + steps_extra)
+    c = load_campaign(root)
+    control.up(c)
+    try:
+        wait_for(lambda: any(r["state"] == until for r in client.request(c, "status")["runs"]), 30, f"a run {until}")
+        if until == "finished":
+            manifest = c.output_path / "manifest.toml"
+            wait_for(lambda: manifest.exists() and "runs/" in manifest.read_text(), 30, "the run in the manifest")
+        yield server, c
+    finally:
+        try:
+            control.down(c, abort_runs=True, timeout=30)
+        except Exception:  # already down: the clean-up goes on
+            pass
+        stop_sshd(server)
+        kill_processes_under(base)
+        mp.undo()

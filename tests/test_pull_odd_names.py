@@ -11,8 +11,7 @@ import pytest
 from runner.cli import main
 from runner.remote.pull import pull
 from runner.remote.ssh import Address, CopyTool, Session
-from tests.helpers_runner import kill_processes_under, wait_for, write_campaign
-from tests.helpers_sshd import start_sshd, stop_sshd
+from tests.helpers_sshd import served_campaign
 
 REMOTE = f"{sys.executable} -m runner"
 NAMES = [
@@ -35,36 +34,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    from runner.campaign.model import load_campaign
-    from runner.daemon import client, control
-
-    base = tmp_path_factory.mktemp("odd")
-    server = start_sshd(base / "sshd")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CAMPAIGN_SLOTS", "1")
-    root = base / "camp"
-    write_campaign(root, [{"name": "a", "n": 3, "delay": 0.01}])
-    script = root / "steps.py"
-    script.write_text(
-        script.read_text() + f"\nfor name in {NAMES!r}:\n    open(os.path.join(run_dir, name), 'w').write(name)\n"
-    )
-    c = load_campaign(root)
-    control.up(c)
-    try:
-        wait_for(
-            lambda: any(r["state"] == "finished" for r in client.request(c, "status")["runs"]), 30, "the run to finish"
-        )
-        manifest = c.output_path / "manifest.toml"
-        wait_for(lambda: manifest.exists() and "runs/" in manifest.read_text(), 30, "the run in the manifest")
-        yield server, c
-    finally:
-        try:
-            control.down(c, abort_runs=True, timeout=30)
-        except Exception:
-            pass
-        stop_sshd(server)
-        kill_processes_under(base)
-        mp.undo()
+    extra = f"\nfor name in {NAMES!r}:\n    open(os.path.join(run_dir, name), 'w').write(name)\n"
+    with served_campaign(
+        tmp_path_factory.mktemp("odd"), [{"name": "a", "n": 3, "delay": 0.01}], steps_extra=extra
+    ) as h:
+        yield h
 
 
 @pytest.mark.parametrize("tool", [CopyTool.RSYNC, CopyTool.SFTP])

@@ -15,8 +15,8 @@ from runner.campaign.model import load_campaign
 from runner.cli import main
 from runner.remote.pull import STATE_FILE, pull
 from runner.remote.ssh import Address, CopyTool, RemoteError, Session
-from tests.helpers_runner import kill_processes_under, wait_for, write_campaign
-from tests.helpers_sshd import start_sshd, stop_sshd
+from tests.helpers_runner import write_campaign
+from tests.helpers_sshd import served_campaign, start_sshd, stop_sshd
 
 REMOTE = f"{sys.executable} -m runner"
 pytestmark = pytest.mark.slow
@@ -25,32 +25,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     """sshd plus a campaign whose one run has finished and whose output folder is written."""
-    from runner.campaign.model import load_campaign
-    from runner.daemon import client, control
-
-    base = tmp_path_factory.mktemp("pull")
-    server = start_sshd(base / "sshd")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CAMPAIGN_SLOTS", "1")
-    root = base / "camp"
-    write_campaign(root, [{"name": "a", "n": 8, "delay": 0.01}])
-    c = load_campaign(root)
-    control.up(c)
-    try:
-        wait_for(
-            lambda: any(r["state"] == "finished" for r in client.request(c, "status")["runs"]), 30, "the run to finish"
-        )
-        wait_for(lambda: (c.output_path / "manifest.toml").exists(), 30, "the manifest")
-        wait_for(lambda: "runs/" in (c.output_path / "manifest.toml").read_text(), 30, "the run in the manifest")
-        yield server, c
-    finally:
-        try:
-            control.down(c, abort_runs=True, timeout=30)
-        except Exception:
-            pass
-        stop_sshd(server)
-        kill_processes_under(base)
-        mp.undo()
+    with served_campaign(tmp_path_factory.mktemp("pull"), [{"name": "a", "n": 8, "delay": 0.01}]) as h:
+        yield h
 
 
 def session(server) -> Session:

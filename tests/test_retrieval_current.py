@@ -13,25 +13,16 @@ from runner.cli import main
 from runner.ledger import queries
 from runner.ledger import store as L
 from tests.helpers_report import add_run, make_campaign
-from tests.helpers_runner import kill_processes_under, wait_for, write_campaign
-from tests.helpers_sshd import start_sshd, stop_sshd
+from tests.helpers_sshd import served_campaign
 
 REMOTE = f"{sys.executable} -m runner"
 
 
 @pytest.mark.slow
-def test_a_pull_while_a_run_is_going_is_not_recorded_as_a_complete_retrieval(tmp_path, monkeypatch, capsys):
-    from runner.campaign.model import load_campaign
-    from runner.daemon import client, control
+def test_a_pull_while_a_run_is_going_is_not_recorded_as_a_complete_retrieval(tmp_path, capsys):
+    from runner.daemon import client
 
-    server = start_sshd(tmp_path / "sshd")
-    monkeypatch.setenv("CAMPAIGN_SLOTS", "1")
-    root = tmp_path / "camp"
-    write_campaign(root, [{"name": "a", "n": 2000, "delay": 0.05}])
-    c = load_campaign(root)
-    control.up(c)
-    try:
-        wait_for(lambda: any(r["state"] == "running" for r in client.request(c, "status")["runs"]), 30, "the run")
+    with served_campaign(tmp_path, [{"name": "a", "n": 2000, "delay": 0.05}], until="running") as (server, c):
         dest = tmp_path / "laptop"
         rc = main(["pull", "-F", str(server.config), "--remote-campaign", REMOTE, f"testhost:{c.root}", str(dest)])
         out = capsys.readouterr().out
@@ -39,10 +30,6 @@ def test_a_pull_while_a_run_is_going_is_not_recorded_as_a_complete_retrieval(tmp
         assert "belong to runs still going and may change: not a complete retrieval" in out
         assert "verified: all" not in out and "the host recorded" not in out
         assert client.request(c, "status")["retrieval"] is None
-    finally:
-        control.down(c, abort_runs=True, timeout=30)
-        stop_sshd(server)
-        kill_processes_under(tmp_path)
 
 
 def test_a_recorded_retrieval_stops_counting_once_a_run_launches_or_ends_after_it(tmp_path):
