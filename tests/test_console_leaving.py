@@ -18,6 +18,14 @@ from tests.fixtures.scene import moments, retrieval_record, snapshot, write_scen
 from tests.fixtures.screen_text import screen_text  # noqa: E402
 
 
+def _scene(tmp_path: Path, moment: str) -> tuple[Path, dict, float]:
+    """The demo scene's folder, its snapshot at `moment` of the rental clock, and that time."""
+    folder = tmp_path / "demo"
+    write_scene(folder)
+    now = moments(folder)[moment]
+    return folder, snapshot(folder, now), now
+
+
 def _app(folder: Path, snap: dict, now: float):
     return make_app(
         SnapshotSource(snap),
@@ -32,10 +40,7 @@ def _app(folder: Path, snap: dict, now: float):
 
 
 async def test_warning_urges_until_the_retrieval_is_verified_then_says_so(tmp_path):
-    folder = tmp_path / "demo"
-    write_scene(folder)
-    now = moments(folder)["warning"]
-    snap = snapshot(folder, now)
+    folder, snap, now = _scene(tmp_path, "warning")
     app = _app(folder, snap, now)
     async with app.run_test(size=(100, 30)) as pilot:
         await app.tick()
@@ -59,10 +64,7 @@ async def test_warning_urges_until_the_retrieval_is_verified_then_says_so(tmp_pa
 
 
 async def test_failing_notifications_are_shown(tmp_path):
-    folder = tmp_path / "demo"
-    write_scene(folder)
-    now = moments(folder)["ok"]
-    snap = snapshot(folder, now)
+    folder, snap, now = _scene(tmp_path, "ok")
     snap["runner"] = {
         "pid": 1,
         "notify": {
@@ -83,10 +85,7 @@ async def test_wrap_up_countdown_and_the_key_that_moves_it(tmp_path):
     from console.widgets.header.status_banner import WrapUpBanner
     from tests.fixtures.scene import iso
 
-    folder = tmp_path / "demo"
-    write_scene(folder)
-    now = moments(folder)["warning"]
-    snap = snapshot(folder, now)
+    folder, snap, now = _scene(tmp_path, "warning")
     snap["runner"] = {
         "pid": 1,
         "wrap_up": {"phase": "scheduled", "at": iso(now + 125), "runs": {}, "retrieve_by": iso(now + 900)},
@@ -112,10 +111,7 @@ async def test_wrap_up_countdown_and_the_key_that_moves_it(tmp_path):
 async def test_a_done_wrap_up_can_still_be_cancelled_from_the_console(tmp_path):
     from tests.fixtures.scene import iso
 
-    folder = tmp_path / "demo"
-    write_scene(folder)
-    now = moments(folder)["warning"]
-    snap = snapshot(folder, now)
+    folder, snap, now = _scene(tmp_path, "warning")
     snap["runner"] = {
         "pid": 1,
         "wrap_up": {"phase": "done", "at": iso(now - 60), "runs": {}, "retrieve_by": iso(now + 900)},
