@@ -152,6 +152,7 @@ class Fleet:
     campaign: Campaign
     links: dict[str, Link] = field(default_factory=dict)
     _tmp: str = ""
+    _placement: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not self.campaign.hosts:
@@ -298,13 +299,18 @@ class Fleet:
             for entry, host_runs in pool.map(self._host_status, self.links):
                 hosts.append(entry)
                 runs.extend(host_runs)
+        return {**self.head(now, hosts), "runs": runs}
+
+    def head(self, now: float, hosts: list[dict[str, Any]]) -> dict[str, Any]:
+        """The merged status without its runs: `now`, `campaign`, `hosts`, `placement`."""
         c = self.campaign
+        if self._placement is None:  # the campaign's, fixed: laid out once, not at every poll
+            self._placement = placement(c)
         return {
             "now": now,
             "campaign": {"name": c.name, "question": c.question, "root": str(c.root), "file": str(c.path)},
             "hosts": hosts,
-            "runs": runs,
-            "placement": placement(c),
+            "placement": self._placement,
         }
 
     def _host_status(self, name: str) -> tuple[dict[str, Any], list[dict]]:

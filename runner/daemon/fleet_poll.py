@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from runner.campaign.host_plan import placement
 from runner.daemon.fleet import Fleet, tagged
 from runner.daemon.status_types import apply_delta, index_runs
 
@@ -55,7 +54,6 @@ class FleetPoller:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.held: dict[str, HostHeld] = {}
-        self.placement = placement(fleet.campaign)  # the campaign's, fixed: not laid out each second
 
     def poll(self) -> FleetPoll:
         names = list(self.fleet.links)
@@ -63,13 +61,7 @@ class FleetPoller:
             polls = list(pool.map(self._poll_host, names))
         # the held states are replaced here, on this thread, in the campaign's order of hosts
         self.held = {name: held for name, (_, held) in zip(names, polls, strict=True) if held is not None}
-        c = self.fleet.campaign
-        head = {
-            "now": time.time(),
-            "campaign": {"name": c.name, "question": c.question, "root": str(c.root), "file": str(c.path)},
-            "hosts": [p.entry for p, _ in polls],
-            "placement": self.placement,
-        }
+        head = self.fleet.head(time.time(), [p.entry for p, _ in polls])
         if any(p.whole for p, _ in polls):
             runs = [tagged(name, run) for name, held in self.held.items() for run in held.state.get("runs") or []]
             return FleetPoll(head, runs, [])
