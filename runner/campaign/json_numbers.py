@@ -15,7 +15,6 @@ from typing import Any
 FLAG_SUFFIX = "_nonfinite"
 # the socket's words for a non-finite number (and JSON5's spellings), each to the flag's word
 WORDS = {"nan": "nan", "inf": "inf", "-inf": "-inf", "NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
-_WORDS = WORDS
 _NO_WORDS: dict[str, str] = {}
 
 
@@ -36,7 +35,7 @@ def _nonfinite_word(value: Any, texts: bool) -> str | None:
     if type(value) is float and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if texts and isinstance(value, str):
-        return _WORDS.get(value)
+        return WORDS.get(value)
     return None
 
 
@@ -63,7 +62,7 @@ def json_ready(obj: Any, *, texts: bool = False) -> Any:
     `texts`: also read the socket's "nan"/"inf"/"-inf" strings as the numbers they stand for.
     Scalars are judged inline, without a call each: a snapshot of 10,000 runs holds ~500,000, and
     `x - x != 0.0` is true exactly for NaN and the infinities."""
-    words = _WORDS if texts else _NO_WORDS
+    words = WORDS if texts else _NO_WORDS
     t = type(obj)
     if t is dict:
         out: dict[str, Any] = {}
